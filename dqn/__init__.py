@@ -1,0 +1,1 @@
+"""Role-free core: config, gymnasium adapter, agent/spec construction, replay layout, health."""

@@ -1,0 +1,137 @@
+"""Documented settings for every role. Each field is a flag (`--env-id`) and an env var (`DQN_ENV_ID`).
+
+`CommonConfig` holds everything that shapes the data (env, network, replay layout): every role
+builds the same specs and table signatures from it, so no role waits for another's files.
+Defaults are tuned for CartPole-v1 on a 2-core CPU box; each says where it comes from.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+from dqn.configuration import ConfigError, setting
+
+#: Items are 2 consecutive steps = one transition including the next observation (the book's num_steps=2).
+SEQUENCE_LENGTH = 2
+
+
+@dataclasses.dataclass(frozen=True)
+class CommonConfig:
+    """Settings every role shares; they fix specs, signatures and the variable layout."""
+
+    root_dir: str = setting("runs/cartpole", "run directory: logs, summaries, checkpoints, config.json")
+    env_id: str = setting("CartPole-v1", "gymnasium env id (Discrete actions, Box observations)")
+    seed: int = setting(0, "base random seed; each actor/env derives its own from it", ge=0)
+    replay_address: str = setting("localhost:8000", "host:port of the replay server")
+    rpc_timeout_s: float = setting(10.0, "deadline for one remote call to the replay server", gt=0)
+    fc_layer_params: tuple[int, ...] = setting(
+        (64, 64), "Q-network hidden layer sizes (CleanRL's CartPole MLP is 120,84; 64,64 is as good and cheaper)",
+        ge=1)
+    learning_rate: float = setting(1e-3, "Adam learning rate (the notebook's Adam(1e-3))", gt=0, le=1)
+    gamma: float = setting(0.99, "discount factor (DQN paper 0.99)", ge=0, le=1)
+    td_loss: str = setting("huber", "TD error loss: huber (DQN paper's clipping) or mse (the notebook)",
+                           choices=("huber", "mse"))
+    target_update_period: int = setting(100, "train steps between target-network updates (notebook: 50)", ge=1)
+    target_update_tau: float = setting(1.0, "target update mix; 1.0 = hard copy as in the DQN paper", gt=0, le=1)
+    gradient_clipping: float | None = setting(10.0, "global-norm gradient clip; none to disable", gt=0)
+    epsilon_start: float = setting(1.0, "collect-policy epsilon at train step 0", ge=0, le=1)
+    epsilon_end: float = setting(0.02, "collect-policy epsilon after the decay", ge=0, le=1)
+    epsilon_decay_steps: int = setting(2000, "train steps over which epsilon decays linearly (notebook: 1600)",
+                                       ge=1)
+    replay_max_size: int = setting(100_000, "replay table capacity in transitions (FIFO removal)", ge=1)
+    replay_min_size: int = setting(1000, "transitions stored before the learner may sample", ge=1)
+    samples_per_insert: float = setting(
+        0.0, "rate limiter: sampled per inserted transition; 0 = only a min-size limiter", ge=0)
+    samples_per_insert_tolerance: float = setting(
+        0.5, "with samples_per_insert > 0: allowed drift as a fraction of min size * spi", gt=0)
+
+    def check(self) -> None:
+        """Cross-field checks that single-field bounds cannot express."""
+        if self.replay_min_size > self.replay_max_size:
+            raise ConfigError("replay_min_size", f"must be <= replay_max_size ({self.replay_max_size}); "
+                                                 f"got {self.replay_min_size}")
+        if self.epsilon_end > self.epsilon_start:
+            raise ConfigError("epsilon_end", f"must be <= epsilon_start ({self.epsilon_start})")
+        host, _, port = self.replay_address.rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ConfigError("replay_address", f"must be host:port, e.g. localhost:8000; got {self.replay_address!r}")
+        if not self.fc_layer_params:
+            raise ConfigError("fc_layer_params", "needs at least one hidden layer size, e.g. 64,64")
+
+    def path(self, *parts: str) -> str:
+        """A path under the run directory."""
+        return os.path.join(self.root_dir, *parts)
+
+
+@dataclasses.dataclass(frozen=True)
+class ReplayServerConfig(CommonConfig):
+    """The Reverb server: tables, checkpoints, health."""
+
+    port: int = setting(8000, "port the Reverb server listens on", ge=1, le=65535)
+    health_port: int = setting(8001, "port of the grpc.health.v1 service; 0 disables it", ge=0, le=65535)
+    checkpoint_dir: str | None = setting(None, "replay checkpoints; default <root_dir>/replay_checkpoints")
+    checkpoint_interval_s: float = setting(300.0, "seconds between periodic replay checkpoints; 0 = only on stop",
+                                           ge=0)
+    stats_interval_s: float = setting(30.0, "seconds between table statistics log lines", gt=0)
+
+    def resolved_checkpoint_dir(self) -> str:
+        """Where replay checkpoints live."""
+        return self.checkpoint_dir or self.path("replay_checkpoints")
+
+
+@dataclasses.dataclass(frozen=True)
+class LearnerConfig(CommonConfig):
+    """The learner: dataset, train step, publishing, checkpoints, summaries."""
+
+    batch_size: int = setting(64, "transitions per SGD step (the book / DQN paper: 64)", ge=1)
+    num_parallel_calls: int = setting(3, "parallel Reverb sample streams (the book: 3)", ge=1)
+    prefetch: int = setting(3, "batches prefetched ahead of the train step (the book: 3)", ge=0)
+    max_train_steps: int = setting(20_000, "stop after this many train steps", ge=1)
+    publish_interval: int = setting(50, "train steps between weight publications to the variables table", ge=1)
+    checkpoint_interval: int = setting(1000, "train steps between learner checkpoints", ge=1)
+    export_interval: int = setting(5000, "train steps between greedy-policy SavedModel exports; 0 = never", ge=0)
+    summary_interval: int = setting(100, "train steps between TensorBoard summaries", ge=1)
+    no_data_timeout_s: float = setting(30.0, "wait for a batch this long before logging 'no new data'", gt=0)
+    health_port: int = setting(0, "port of the grpc.health.v1 service; 0 disables it", ge=0, le=65535)
+
+
+@dataclasses.dataclass(frozen=True)
+class ActorConfig(CommonConfig):
+    """An actor: N parallel envs, batched epsilon-greedy inference, 2-step items per env stream."""
+
+    actor_id: int = setting(0, "index of this actor (seeds, log dir actor-<id>, Ape-X epsilon)", ge=0)
+    num_actors: int = setting(2, "actors in the system (for per-actor epsilon)", ge=1)
+    num_envs: int = setting(8, "parallel environments in this actor process", ge=1)
+    warmup_steps: int = setting(1000, "random-policy env steps per actor before using the Q-network "
+                                      "(the book warms up with a random policy)", ge=0)
+    weights_refresh_interval: int = setting(400, "env steps between weight refreshes", ge=1)
+    max_env_steps: int = setting(0, "stop after this many env steps; 0 = run until stopped", ge=0)
+    apex_epsilon: bool = setting(False, "Ape-X per-actor epsilon: eps_i = apex_base^(1 + 7 i/(K-1))")
+    apex_base_epsilon: float = setting(0.4, "Ape-X base epsilon (Horgan et al. 2018: 0.4)", ge=0, le=1)
+    summary_interval_s: float = setting(5.0, "seconds between actor summaries", gt=0)
+    health_port: int = setting(0, "port of the grpc.health.v1 service; 0 disables it", ge=0, le=65535)
+
+
+@dataclasses.dataclass(frozen=True)
+class EvaluatorConfig(CommonConfig):
+    """The evaluator: greedy episodes whenever the published train step advances."""
+
+    eval_interval: int = setting(1000, "train steps between evaluations", ge=1)
+    eval_episodes: int = setting(10, "greedy episodes per evaluation", ge=1)
+    poll_interval_s: float = setting(2.0, "seconds between checks for newer weights", gt=0)
+    health_port: int = setting(0, "port of the grpc.health.v1 service; 0 disables it", ge=0, le=65535)
+
+
+@dataclasses.dataclass(frozen=True)
+class LocalConfig(LearnerConfig, ActorConfig, EvaluatorConfig, ReplayServerConfig):
+    """The whole topology as separate processes on this machine (free loopback ports)."""
+
+    tensorboard: bool = setting(False, "also start TensorBoard on 127.0.0.1 and print its URL")
+    tensorboard_port: int = setting(6006, "TensorBoard port (on 127.0.0.1)", ge=1, le=65535)
+    target_return: float | None = setting(None, "stop once eval average return reaches this; "
+                                                "default: the env's reward_threshold")
+    max_wall_time_s: float = setting(0.0, "stop after this many seconds; 0 = no limit", ge=0)
+
+
+ALL_CONFIG_CLASSES = (CommonConfig, ReplayServerConfig, LearnerConfig, ActorConfig, EvaluatorConfig, LocalConfig)

@@ -1,0 +1,219 @@
+"""Config machinery: documented dataclass fields <-> CLI flags, DQN_* env vars and JSON files.
+
+A config class is a dataclass whose fields are declared with `setting(...)`. Each field gets
+a flag (`--env-id`) and an environment variable (`DQN_ENV_ID`). Precedence, lowest first:
+defaults, `--config file.json`, environment, flags. Every value is converted and range-checked
+before any process starts; problems raise `ConfigError` naming the field and what is allowed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import os
+import typing
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from dqn.errors import BadInput
+
+ENV_PREFIX = "DQN_"
+
+
+class ConfigError(BadInput, ValueError):
+    """A config value that cannot be used; the message names the field and the fix."""
+
+    def __init__(self, field_name: str, message: str):
+        self.field_name = field_name
+        label = f"{flag_name(field_name)} / {env_name(field_name)}" if field_name else "config"
+        super().__init__(f"{label}: {message}")
+
+
+def setting(default: Any, doc: str, *, ge: float | None = None, gt: float | None = None,
+            le: float | None = None, choices: Sequence[Any] | None = None) -> Any:
+    """Declares a documented config field with optional bounds (`ge`, `gt`, `le`) or `choices`."""
+    metadata = {"doc": doc, "ge": ge, "gt": gt, "le": le, "choices": tuple(choices) if choices else None}
+    if isinstance(default, list | dict):
+        raise TypeError("use tuples for sequence defaults so configs stay immutable")
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+def flag_name(field_name: str) -> str:
+    """`replay_max_size` -> `--replay-max-size`."""
+    return "--" + field_name.replace("_", "-")
+
+
+def env_name(field_name: str) -> str:
+    """`replay_max_size` -> `DQN_REPLAY_MAX_SIZE`."""
+    return ENV_PREFIX + field_name.upper()
+
+
+def field_types(config_class: type) -> dict[str, Any]:
+    """Resolved type hints of a config dataclass, by field name."""
+    hints = typing.get_type_hints(config_class)
+    return {f.name: hints[f.name] for f in dataclasses.fields(config_class)}
+
+
+def _convert(field_name: str, field_type: Any, raw: Any) -> Any:
+    """Converts a raw value (string from a flag/env var, or a JSON value) to the field's type."""
+    optional = type(None) in typing.get_args(field_type)
+    if optional:
+        field_type = next(t for t in typing.get_args(field_type) if t is not type(None))
+        if raw is None or (isinstance(raw, str) and raw.strip().lower() in ("", "none", "null")):
+            return None
+    origin = typing.get_origin(field_type)
+    try:
+        if field_type is bool:
+            if isinstance(raw, bool):
+                return raw
+            text = str(raw).strip().lower()
+            if text in ("1", "true", "yes", "on"):
+                return True
+            if text in ("0", "false", "no", "off"):
+                return False
+            raise ValueError
+        if origin is tuple:
+            (item_type, *_rest) = typing.get_args(field_type)
+            if isinstance(raw, str):
+                items = [part for part in raw.replace(" ", "").split(",") if part]
+            elif isinstance(raw, list | tuple):
+                items = list(raw)
+            else:
+                raise ValueError
+            return tuple(_convert(field_name, item_type, item) for item in items)
+        if field_type is int:
+            if isinstance(raw, bool) or (isinstance(raw, float) and not raw.is_integer()):
+                raise ValueError
+            return int(str(raw).replace("_", "")) if isinstance(raw, str) else int(raw)
+        if field_type is float:
+            if isinstance(raw, bool):
+                raise ValueError
+            value = float(raw)
+            if math.isnan(value):
+                raise ValueError
+            return value
+        if field_type is str:
+            if not isinstance(raw, str):
+                raise ValueError
+            return raw
+    except (TypeError, ValueError):
+        pass
+    else:
+        raise TypeError(f"unsupported config type {field_type!r} for {field_name}")
+    raise ConfigError(field_name, f"expected {_type_label(field_type)}, got {raw!r}")
+
+
+def _type_label(field_type: Any) -> str:
+    if typing.get_origin(field_type) is tuple:
+        return "a comma-separated list of integers"
+    return {int: "an integer", float: "a number", bool: "true or false", str: "a string"}.get(
+        field_type, str(field_type))
+
+
+def validate_fields(config: Any) -> None:
+    """Checks every field against its declared bounds/choices; raises ConfigError on the first bad one."""
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        meta = f.metadata
+        values = value if isinstance(value, tuple) else (value,)
+        for item in values:
+            if item is None:
+                continue
+            if meta.get("choices") and item not in meta["choices"]:
+                allowed = ", ".join(map(str, meta["choices"]))
+                raise ConfigError(f.name, f"must be one of {allowed}; got {item!r}")
+            if meta.get("ge") is not None and item < meta["ge"]:
+                raise ConfigError(f.name, f"must be >= {meta['ge']}; got {item!r}")
+            if meta.get("gt") is not None and item <= meta["gt"]:
+                raise ConfigError(f.name, f"must be > {meta['gt']}; got {item!r}")
+            if meta.get("le") is not None and item > meta["le"]:
+                raise ConfigError(f.name, f"must be <= {meta['le']}; got {item!r}")
+    check = getattr(config, "check", None)
+    if check is not None:
+        check()
+
+
+def add_flags(parser: argparse.ArgumentParser, config_class: type) -> None:
+    """Adds one flag per field (values stay strings; conversion happens in `resolve`)."""
+    parser.add_argument("--config", dest="config_file", default=argparse.SUPPRESS, metavar="FILE.json",
+                        help="JSON file of settings (keys are field names; unknown keys are errors)")
+    for f in dataclasses.fields(config_class):
+        default = f.default if not isinstance(f.default, tuple) else ",".join(map(str, f.default))
+        parser.add_argument(flag_name(f.name), dest=f.name, default=argparse.SUPPRESS, metavar="V",
+                            help=f"{f.metadata['doc']} [env {env_name(f.name)}; default {default!r}]")
+
+
+def known_field_names(config_classes: Iterable[type]) -> set[str]:
+    """All field names over a set of config classes (the keys a shared file/env block may hold)."""
+    return {f.name for cls in config_classes for f in dataclasses.fields(cls)}
+
+
+def resolve(config_class: type, *, flags: Mapping[str, Any] | None = None,
+            environ: Mapping[str, str] | None = None, file_values: Mapping[str, Any] | None = None,
+            known_names: set[str] | None = None) -> Any:
+    """Builds and validates a config from defaults < file < environment < flags.
+
+    `known_names` are keys accepted in the file and environment although this role ignores them
+    (the compose file shares one DQN_* block across roles); anything else is an unknown key.
+    """
+    types = field_types(config_class)
+    accepted = set(types) | (known_names or set())
+    values: dict[str, Any] = {}
+    for key, raw in (file_values or {}).items():
+        if key not in accepted:
+            raise ConfigError("", f"unknown key {key!r} in config file; known keys: {', '.join(sorted(types))}")
+        if key in types:
+            values[key] = _convert(key, types[key], raw)
+    for var, raw in (environ if environ is not None else os.environ).items():
+        if not var.startswith(ENV_PREFIX):
+            continue
+        key = var[len(ENV_PREFIX):].lower()
+        if key not in accepted:
+            raise ConfigError("", f"unknown environment variable {var}; remove it or fix the spelling "
+                                  f"(valid: {', '.join(env_name(k) for k in sorted(types))})")
+        if key in types:
+            values[key] = _convert(key, types[key], raw)
+    for key, raw in (flags or {}).items():
+        values[key] = _convert(key, types[key], raw)
+    config = config_class(**values)
+    validate_fields(config)
+    return config
+
+
+def read_config_file(path: str) -> dict[str, Any]:
+    """Reads a JSON settings file; a malformed file is a ConfigError naming the path."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except FileNotFoundError:
+        raise ConfigError("", f"config file {path!r} does not exist") from None
+    except json.JSONDecodeError as error:
+        raise ConfigError("", f"config file {path!r} is not valid JSON: {error}") from None
+    if not isinstance(data, dict):
+        raise ConfigError("", f"config file {path!r} must hold a JSON object of settings")
+    return data
+
+
+def to_dict(config: Any) -> dict[str, Any]:
+    """Plain JSON-ready dict of a config (tuples become lists)."""
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(config).items()}
+
+
+def write_config(config: Any, path: str) -> None:
+    """Writes the resolved config as JSON (atomically, so a reader never sees half a file)."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = f"{path}.tmp.{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as handle:
+        json.dump(to_dict(config), handle, indent=2, sort_keys=True)
+        handle.write("\n")
+    os.replace(tmp, path)
+
+
+def describe(config_class: type) -> str:
+    """A Markdown table of the fields (name, flag, env var, default, doc) for docs and --help."""
+    rows = ["| field | env | default | meaning |", "|---|---|---|---|"]
+    for f in dataclasses.fields(config_class):
+        rows.append(f"| `{flag_name(f.name)}` | `{env_name(f.name)}` | `{f.default!r}` | {f.metadata['doc']} |")
+    return "\n".join(rows)

@@ -1,0 +1,83 @@
+"""Process plumbing shared by the roles: logging, clean-stop signals, port checks."""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+
+from dqn.errors import BadInput
+
+
+def quiet_tensorflow() -> None:
+    """Keeps TF's C++ INFO/WARNING chatter out of role logs (must run before importing TF)."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+def setup_logging(role: str) -> logging.Logger:
+    """One line per event, role and PID in every line so interleaved logs stay readable."""
+    logging.basicConfig(
+        level=os.environ.get("DQN_LOG_LEVEL_OVERRIDE", "INFO"),
+        format=f"%(asctime)s {role}[%(process)d] %(levelname)s %(message)s",
+        datefmt="%H:%M:%S",
+        stream=sys.stderr,
+        force=True,
+    )
+    return logging.getLogger(role)
+
+
+class StopSignal:
+    """Turns SIGTERM/SIGINT into an event the main loop checks (so it can checkpoint and exit 0)."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self.signal_name: str | None = None
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, self._handle)
+
+    def _handle(self, signum: int, _frame: object) -> None:
+        self.signal_name = signal.Signals(signum).name
+        self.event.set()
+
+    @property
+    def requested(self) -> bool:
+        """True once a stop signal arrived."""
+        return self.event.is_set()
+
+    def wait(self, timeout_s: float) -> bool:
+        """Sleeps up to `timeout_s`, waking early on a stop signal; True if stopping."""
+        return self.event.wait(timeout_s)
+
+
+class PortInUse(BadInput):
+    """Something already listens on the port we were told to serve on."""
+
+
+def ensure_port_free(port: int) -> None:
+    """Raises PortInUse if the port is taken on any interface.
+
+    gRPC sets SO_REUSEPORT, so a second Reverb server on a busy port would start silently and
+    clients would split between the two; a bind without SO_REUSEPORT detects the owner.
+    """
+    for family, address in ((socket.AF_INET6, "::"), (socket.AF_INET, "0.0.0.0")):
+        try:
+            probe = socket.socket(family, socket.SOCK_STREAM)
+        except OSError:
+            continue  # e.g. no IPv6 in this network namespace
+        # SO_REUSEADDR: a just-stopped server's TIME_WAIT connections must not block a restart; on Linux a
+        # live listener still makes this bind fail (it lacks SO_REUSEPORT, which gRPC's listener has).
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((address, port))
+        except OSError as error:
+            if error.errno == errno.EADDRINUSE:
+                raise PortInUse(f"port {port} is already in use (another replay server?); stop it or choose "
+                                f"another port with --port / DQN_PORT") from None
+            if error.errno != errno.EADDRNOTAVAIL:
+                raise
+        finally:
+            probe.close()

@@ -1,0 +1,1 @@
+"""Evaluator role: greedy-policy episodes whenever the published train step advances."""

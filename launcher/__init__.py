@@ -1,0 +1,1 @@
+"""The only package that knows every role: the dqn-service CLI, the local launcher, status."""

@@ -1,0 +1,106 @@
+"""`dqn-service`: one console script, one subcommand per role plus `local`, `status` and `probe`.
+
+Every subcommand validates its whole config (and the env id) before starting anything:
+bad input exits 2 with a one-line reason that names the field.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from dqn.runtime import quiet_tensorflow
+
+quiet_tensorflow()
+
+# Imported after quieting TF: these modules are light, roles' heavy imports happen lazily below.
+from dqn import configuration  # noqa: E402
+from dqn.config import (  # noqa: E402
+    ALL_CONFIG_CLASSES,
+    ActorConfig,
+    EvaluatorConfig,
+    LearnerConfig,
+    LocalConfig,
+    ReplayServerConfig,
+)
+from dqn.errors import ServiceError  # noqa: E402
+
+#: subcommand -> (config class, "module:function" run(config) -> exit code, one-line help)
+ROLES: dict[str, tuple[type, str, str]] = {
+    "replay-server": (ReplayServerConfig, "replay_server.server:serve", "Reverb server with replay + variables tables"),
+    "learner": (LearnerConfig, "learner.train:run", "trains the DqnAgent from replay, publishes weights"),
+    "actor": (ActorConfig, "actor.collect:run", "N parallel envs, epsilon-greedy, writes 2-step items"),
+    "evaluator": (EvaluatorConfig, "evaluator.evaluate:run", "greedy-policy episodes -> average return"),
+    "local": (LocalConfig, "launcher.local:run", "the whole topology as separate processes on this machine"),
+}
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="dqn-service", description="Distributed actor-learner DQN service.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (config_class, _, help_text) in ROLES.items():
+        sub = commands.add_parser(name, help=help_text, description=help_text)
+        configuration.add_flags(sub, config_class)
+    status = commands.add_parser("status", help="tables, rates, latest train step and role health")
+    status.add_argument("--replay-address", default="localhost:8000", help="host:port of the replay server")
+    status.add_argument("--health", action="append", default=[], metavar="NAME=HOST:PORT",
+                        help="a role's health endpoint to check (repeatable)")
+    status.add_argument("--timeout", type=float, default=5.0, help="seconds per remote call")
+    probe = commands.add_parser("probe", help="grpc.health.v1 check; exit 0 only if SERVING")
+    probe.add_argument("address", help="host:port of a role's health endpoint")
+    probe.add_argument("--timeout", type=float, default=3.0, help="seconds to wait for the answer")
+    return parser
+
+
+def role_dir(command: str, config: Any) -> tuple[str, ...]:
+    """Sub-directory of the run root that holds a role's logs, summaries and resolved config."""
+    if command == "local":
+        return ()
+    if command == "actor":
+        return (f"actor-{config.actor_id}",)
+    return ({"replay-server": "replay"}.get(command, command),)
+
+
+def load_config(config_class: type, flags: dict[str, Any]) -> Any:
+    """Resolves a role's config from flags, DQN_* environment and an optional --config file."""
+    file_values = configuration.read_config_file(flags.pop("config_file")) if "config_file" in flags else None
+    return configuration.resolve(config_class, flags=flags, file_values=file_values,
+                                 known_names=configuration.known_field_names(ALL_CONFIG_CLASSES))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; returns the process exit code."""
+    args = _parser().parse_args(argv)
+    if args.command == "probe":
+        from dqn.health import check
+
+        status = check(args.address, args.timeout)
+        print(status)
+        return 0 if status == "SERVING" else 1
+    if args.command == "status":
+        from launcher.status import print_status
+
+        return print_status(args.replay_address, dict(h.split("=", 1) for h in args.health if "=" in h),
+                            args.timeout)
+    config_class, target, _ = ROLES[args.command]
+    flags = {k: v for k, v in vars(args).items() if k != "command"}
+    from dqn.envs import env_specs
+    from dqn.runtime import setup_logging
+
+    try:
+        config = load_config(config_class, flags)
+        env_specs(config.env_id)  # unknown id / unsupported spaces fail here, before anything starts
+        setup_logging(args.command)
+        configuration.write_config(config, config.path(*role_dir(args.command, config), "config.json"))
+        module_name, function_name = target.split(":")
+        run = getattr(importlib.import_module(module_name), function_name)
+        return int(run(config) or 0)
+    except ServiceError as error:
+        print(f"dqn-service {args.command}: error: {error}", file=sys.stderr)
+        return error.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Learner role: Reverb dataset -> DqnAgent train step; weight publishing, checkpoints, summaries."""

@@ -1,0 +1,1 @@
+"""Replay server role: Reverb tables with checkpointing, health and clean shutdown."""

@@ -1,0 +1,132 @@
+"""The replay server process: Reverb tables with a real checkpointer, periodic and final checkpoints.
+
+Unlike the stock `reverb_server` it restores from `checkpoint_dir` on start, checkpoints every
+`checkpoint_interval_s`, checkpoints then exits 0 on SIGTERM *and* SIGINT, refuses a busy port,
+reports a restored table whose config differs from the running config, and serves grpc.health.v1.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+
+import reverb
+
+from dqn.agent import build_agent
+from dqn.config import ReplayServerConfig
+from dqn.errors import BadInput, ServiceError
+from dqn.health import start_health
+from dqn.replay import REPLAY_TABLE, VARIABLES_TABLE, server_info
+from dqn.runtime import StopSignal, ensure_port_free
+from replay_server.tables import make_tables, table_mismatches
+
+log = logging.getLogger("replay-server")
+
+
+class RestoreMismatch(BadInput):
+    """The checkpoint's tables differ from the configured ones."""
+
+
+class CorruptCheckpoint(ServiceError):
+    """Reverb could not load the latest checkpoint."""
+
+
+def start_reverb(config: ReplayServerConfig) -> tuple[reverb.Server, list[reverb.Table]]:
+    """Starts Reverb on the configured port, restoring the latest complete checkpoint if any."""
+    ensure_port_free(config.port)
+    tables = make_tables(config, build_agent(config))
+    checkpoint_dir = config.resolved_checkpoint_dir()
+    os.makedirs(checkpoint_dir, exist_ok=True)
+    checkpointer = reverb.checkpointers.DefaultCheckpointer(path=checkpoint_dir)
+    try:
+        server = reverb.Server(tables=tables, port=config.port, checkpointer=checkpointer)
+    except RuntimeError as error:
+        raise CorruptCheckpoint(
+            f"cannot restore the replay checkpoint in {checkpoint_dir}: {error}. Recovery: move the newest "
+            f"directory there aside (e.g. to {checkpoint_dir}.corrupt/) and restart; the server then loads the "
+            "previous complete checkpoint, or starts empty.") from None
+    return server, tables
+
+
+class CheckpointScheduler:
+    """Periodic checkpoints and stats lines on a background thread; `final()` on stop."""
+
+    def __init__(self, client: reverb.Client, config: ReplayServerConfig, stop: StopSignal):
+        self._client = client
+        self._config = config
+        self._stop = stop
+        self._lock = threading.Lock()  # one checkpoint at a time (periodic vs. final)
+        self.last_checkpoint: str | None = None
+        self._thread = threading.Thread(target=self._run, name="replay-checkpoints", daemon=True)
+
+    def start(self) -> None:
+        """Starts the background thread."""
+        self._thread.start()
+
+    def checkpoint(self, reason: str) -> str:
+        """Writes a checkpoint now; Reverb blocks traffic while it writes."""
+        with self._lock:
+            started = time.monotonic()
+            path = self._client.checkpoint()
+            self.last_checkpoint = path
+            log.info("checkpoint (%s) written to %s in %.2f s", reason, path, time.monotonic() - started)
+            return path
+
+    def _run(self) -> None:
+        interval = self._config.checkpoint_interval_s
+        next_checkpoint = time.monotonic() + interval if interval > 0 else float("inf")
+        next_stats = time.monotonic()
+        while not self._stop.wait(min(1.0, max(0.0, min(next_checkpoint, next_stats) - time.monotonic()))):
+            now = time.monotonic()
+            try:
+                if now >= next_stats:
+                    next_stats = now + self._config.stats_interval_s
+                    log.info("%s", format_stats(server_info(self._client, self._config.rpc_timeout_s)))
+                if now >= next_checkpoint:
+                    next_checkpoint = now + interval
+                    self.checkpoint("periodic")
+            except Exception:  # noqa: BLE001 - a failed periodic action must not kill the server
+                log.exception("periodic checkpoint/stats failed; will retry")
+
+
+def format_stats(info: dict) -> str:
+    """One log line: size and insert/sample counts of both tables."""
+    parts = []
+    for name in (REPLAY_TABLE, VARIABLES_TABLE):
+        table = info[name]
+        limiter = table.rate_limiter_info
+        parts.append(f"{name}: size={table.current_size}/{table.max_size} "
+                     f"inserts={limiter.insert_stats.completed} samples={limiter.sample_stats.completed}")
+    return "; ".join(parts)
+
+
+def serve(config: ReplayServerConfig) -> int:
+    """Runs the replay server until SIGTERM/SIGINT; returns the process exit code."""
+    stop = StopSignal()
+    server, tables = start_reverb(config)
+    client = reverb.Client(f"localhost:{server.port}")
+    info = server_info(client, config.rpc_timeout_s)
+    mismatches = table_mismatches(tables, info)
+    if mismatches:
+        server.stop()
+        raise RestoreMismatch(
+            "the restored replay checkpoint does not match the config: " + "; ".join(mismatches) +
+            f". Start with the checkpoint's settings, or move {config.resolved_checkpoint_dir()} aside "
+            "to start with an empty buffer.")
+    log.info("replay server on port %d (checkpoints in %s); restored %s", server.port,
+             config.resolved_checkpoint_dir(), format_stats(info))
+    health = start_health(config.health_port, "replay-server")
+    health.set(True)
+    scheduler = CheckpointScheduler(client, config, stop)
+    scheduler.start()
+    stop.event.wait()
+    log.info("%s received: final checkpoint, then stop", stop.signal_name)
+    health.set(False)
+    try:
+        scheduler.checkpoint("final")
+    finally:
+        health.stop()
+        server.stop()
+    return 0

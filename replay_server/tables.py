@@ -1,0 +1,67 @@
+"""The two Reverb tables, built from config, and the check that a restored table still matches it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import reverb
+
+from dqn.agent import AgentBundle, replay_signature, variables_signature
+from dqn.config import CommonConfig
+from dqn.replay import REPLAY_TABLE, VARIABLES_TABLE
+
+
+def replay_rate_limiter(config: CommonConfig) -> reverb.rate_limiters.RateLimiter:
+    """MinSize, or SampleToInsertRatio when samples_per_insert > 0 (keeps actors and learner in step)."""
+    if config.samples_per_insert <= 0:
+        return reverb.rate_limiters.MinSize(config.replay_min_size)
+    spi = config.samples_per_insert
+    # Reverb needs the allowed window to hold at least 2 * max(1, spi) or it can deadlock.
+    error_buffer = max(config.samples_per_insert_tolerance * config.replay_min_size * spi, 2.0 * max(1.0, spi))
+    return reverb.rate_limiters.SampleToInsertRatio(spi, config.replay_min_size, error_buffer)
+
+
+def make_tables(config: CommonConfig, bundle: AgentBundle) -> list[reverb.Table]:
+    """`replay` (uniform sampling, FIFO removal, signature) and `variables` (one item: latest weights)."""
+    replay = reverb.Table(
+        name=REPLAY_TABLE,
+        sampler=reverb.selectors.Uniform(),
+        remover=reverb.selectors.Fifo(),
+        max_size=config.replay_max_size,
+        rate_limiter=replay_rate_limiter(config),
+        signature=replay_signature(bundle),
+    )
+    variables = reverb.Table(
+        name=VARIABLES_TABLE,
+        sampler=reverb.selectors.Uniform(),
+        remover=reverb.selectors.Fifo(),
+        max_size=1,
+        rate_limiter=reverb.rate_limiters.MinSize(1),
+        signature=variables_signature(bundle),
+    )
+    return [replay, variables]
+
+
+def table_mismatches(expected: list[reverb.Table], running: dict[str, Any]) -> list[str]:
+    """Differences between the configured tables and what the server runs (after a restore).
+
+    Reverb silently keeps a checkpoint's table config (size, limiter, signature); this makes it visible.
+    """
+    problems = []
+    for table in expected:
+        expected_info = table.info
+        info = running.get(table.name)
+        if info is None:
+            problems.append(f"table {table.name!r} missing")
+            continue
+        if info.max_size != expected_info.max_size:
+            problems.append(f"{table.name}.max_size is {info.max_size} in the checkpoint, "
+                            f"{expected_info.max_size} in the config")
+        if info.signature != expected_info.signature:
+            problems.append(f"{table.name}.signature differs (checkpoint was written for another env or network)")
+        for key in ("samples_per_insert", "min_size_to_sample"):
+            got = getattr(info.rate_limiter_info, key)
+            want = getattr(expected_info.rate_limiter_info, key)
+            if abs(got - want) > 1e-9:
+                problems.append(f"{table.name}.rate_limiter.{key} is {got} in the checkpoint, {want} in the config")
+    return problems

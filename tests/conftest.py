@@ -1,0 +1,133 @@
+"""Shared fixtures: free loopback ports, real role subprocesses, bounded waits."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import portpicker
+import pytest
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    """An unused TCP port on this machine."""
+    return portpicker.pick_unused_port()
+
+
+def wait_until(predicate: Callable[[], bool], timeout_s: float, what: str, interval_s: float = 0.2) -> None:
+    """Polls `predicate` until true; fails the test naming `what` after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(interval_s)
+    raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
+
+
+class RoleProcess:
+    """A `dqn-service <role>` subprocess whose output goes to a log file; killed by its own PID only."""
+
+    def __init__(self, command: list[str], log_path: Path, env: dict[str, str] | None = None):
+        self.command = command
+        self.log_path = log_path
+        self._log = open(log_path, "ab")  # noqa: SIM115 - closed in stop()
+        full_env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", **(env or {})}
+        self.process = subprocess.Popen([sys.executable, "-m", "launcher", *command], stdout=self._log,
+                                        stderr=subprocess.STDOUT, env=full_env, cwd=REPO)
+        self.pid = self.process.pid
+
+    def log(self) -> str:
+        """Everything the process printed so far."""
+        return self.log_path.read_text(errors="replace")
+
+    def alive(self) -> bool:
+        """True while the process runs."""
+        return self.process.poll() is None
+
+    def terminate(self, timeout_s: float = 60.0) -> int:
+        """SIGTERM and wait; returns the exit code."""
+        if self.alive():
+            os.kill(self.pid, signal.SIGTERM)
+        try:
+            return self.process.wait(timeout_s)
+        finally:
+            self._log.close()
+
+    def kill(self) -> None:
+        """SIGKILL by PID (no cleanup in the process)."""
+        if self.alive():
+            os.kill(self.pid, signal.SIGKILL)
+            self.process.wait(30)
+
+    def stop(self) -> None:
+        """Best-effort cleanup at test end."""
+        if self.alive():
+            try:
+                self.terminate(30)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self._log.close()
+
+
+@pytest.fixture
+def spawn(tmp_path: Path) -> Iterator[Callable[..., RoleProcess]]:
+    """Starts role subprocesses; every one is stopped when the test ends."""
+    started: list[RoleProcess] = []
+
+    def _spawn(*command: str, env: dict[str, str] | None = None, name: str | None = None) -> RoleProcess:
+        log_path = tmp_path / f"{name or command[0]}-{len(started)}.log"
+        role = RoleProcess(list(command), log_path, env)
+        started.append(role)
+        return role
+
+    yield _spawn
+    for role in started:
+        role.stop()
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None, timeout_s: float = 120.0) -> subprocess.CompletedProcess:
+    """Runs `dqn-service ARGS` to completion and captures its output."""
+    full_env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", **(env or {})}
+    return subprocess.run([sys.executable, "-m", "launcher", *args], capture_output=True, text=True,
+                          env=full_env, cwd=REPO, timeout=timeout_s)
+
+
+def health_status(port: int) -> str:
+    """grpc.health.v1 status of a local endpoint."""
+    from dqn.health import check
+
+    return check(f"localhost:{port}", timeout_s=2.0)
+
+
+class ReplayServer:
+    """Handle on a replay-server subprocess: ports, root dir, the process."""
+
+    def __init__(self, spawn: Callable[..., RoleProcess], root: Path, *extra: str, port: int | None = None):
+        self.port = port or free_port()
+        self.health_port = free_port()
+        self.root = root
+        self.address = f"localhost:{self.port}"
+        self.process = spawn("replay-server", "--root-dir", str(root), "--port", str(self.port),
+                             "--health-port", str(self.health_port), *extra, name="replay-server")
+        wait_until(lambda: not self.process.alive() or health_status(self.health_port) == "SERVING", 90,
+                   "replay server health SERVING")
+        assert self.process.alive(), self.process.log()
+
+
+@pytest.fixture
+def replay_server_factory(spawn: Callable[..., RoleProcess], tmp_path: Path) -> Callable[..., ReplayServer]:
+    """Starts replay servers (real Reverb, free ports) under tmp_path/run unless told otherwise."""
+
+    def _start(*extra: str, root: Path | None = None, port: int | None = None) -> ReplayServer:
+        return ReplayServer(spawn, root or tmp_path / "run", *extra, port=port)
+
+    return _start

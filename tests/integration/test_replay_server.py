@@ -1,0 +1,102 @@
+"""Replay server as a real subprocess: TF-Agents writes and samples, checkpoint/restore, health, busy port."""
+
+import pathlib
+
+import pytest
+import reverb
+from tf_agents.drivers import py_driver
+from tf_agents.policies import random_py_policy
+from tf_agents.replay_buffers import reverb_replay_buffer, reverb_utils
+
+from dqn.agent import build_agent, replay_signature, variables_signature
+from dqn.config import CommonConfig
+from dqn.envs import GymnasiumEnvironment
+from dqn.replay import REPLAY_TABLE, VARIABLES_TABLE, publish_weights
+from tests.conftest import health_status, run_cli
+
+pytestmark = pytest.mark.integration
+
+
+def table_size(address, table=REPLAY_TABLE):
+    return reverb.Client(address).server_info(timeout=10)[table].current_size
+
+
+def write_with_tf_agents_observer(address, steps):
+    """Collects `steps` random CartPole steps through TF-Agents' own driver + ReverbAddTrajectoryObserver."""
+    bundle = build_agent(CommonConfig())
+    env = GymnasiumEnvironment("CartPole-v1", seed=0)
+    observer = reverb_utils.ReverbAddTrajectoryObserver(reverb.Client(address), REPLAY_TABLE, sequence_length=2)
+    policy = random_py_policy.RandomPyPolicy(env.time_step_spec(), env.action_spec())
+    py_driver.PyDriver(env, policy, observers=[observer], max_steps=steps).run(env.reset())
+    observer.flush()
+    return bundle
+
+
+def test_items_from_tf_agents_observer_round_trip_through_as_dataset(replay_server_factory):
+    server = replay_server_factory("--replay-min-size", "10")
+    bundle = write_with_tf_agents_observer(server.address, steps=200)
+    assert table_size(server.address) > 150  # 200 steps minus one per episode start
+    buffer = reverb_replay_buffer.ReverbReplayBuffer(
+        bundle.agent.collect_data_spec, REPLAY_TABLE, sequence_length=2, server_address=server.address)
+    dataset = buffer.as_dataset(sample_batch_size=16, num_steps=2, num_parallel_calls=2).prefetch(2)
+    experience, _ = next(iter(dataset))
+    assert experience.observation.shape == (16, 2, 4)
+    assert experience.action.shape == (16, 2)
+    # The sampled batch trains the agent unchanged.
+    loss = bundle.agent.train(experience).loss
+    assert loss.numpy() >= 0
+
+
+def test_signatures_are_identical_in_every_process(replay_server_factory):
+    server = replay_server_factory()
+    bundle = build_agent(CommonConfig())  # built here, in the test process, from config alone
+    info = reverb.Client(server.address).server_info(timeout=10)
+    assert info[REPLAY_TABLE].signature == replay_signature(bundle)
+    assert info[VARIABLES_TABLE].signature == variables_signature(bundle)
+    # A publish with this process's variables is accepted by the server's signature.
+    publish_weights(reverb.Client(server.address), [v.numpy() for v in bundle.policy_variables], 5)
+    assert table_size(server.address, VARIABLES_TABLE) == 1
+
+
+def test_sigterm_checkpoints_and_restart_restores(replay_server_factory, tmp_path):
+    server = replay_server_factory("--checkpoint-interval-s", "0")
+    write_with_tf_agents_observer(server.address, steps=120)
+    stored = table_size(server.address)
+    assert stored > 0
+    assert health_status(server.health_port) == "SERVING"
+    assert server.process.terminate(timeout_s=60) == 0
+    checkpoints = [p for p in (tmp_path / "run" / "replay_checkpoints").iterdir() if p.is_dir()]
+    assert len(checkpoints) == 1 and (checkpoints[0] / "DONE").exists()
+    assert "SIGTERM received: final checkpoint" in server.process.log()
+
+    restarted = replay_server_factory("--checkpoint-interval-s", "0", port=server.port)
+    assert table_size(restarted.address) == stored
+    assert restarted.process.terminate(timeout_s=60) == 0
+
+
+def test_sigint_is_a_clean_stop_too(replay_server_factory, tmp_path):
+    import os
+    import signal
+
+    server = replay_server_factory()
+    os.kill(server.process.pid, signal.SIGINT)
+    assert server.process.process.wait(60) == 0
+    assert list(pathlib.Path(tmp_path / "run" / "replay_checkpoints").glob("*/DONE"))
+
+
+def test_second_server_on_busy_port_refuses(replay_server_factory, tmp_path):
+    server = replay_server_factory()
+    result = run_cli("replay-server", "--root-dir", str(tmp_path / "other"), "--port", str(server.port),
+                     "--health-port", "0")
+    assert result.returncode == 2
+    assert f"port {server.port} is already in use" in result.stderr
+    assert server.process.alive()
+
+
+def test_restored_checkpoint_with_other_config_is_reported(replay_server_factory, tmp_path):
+    server = replay_server_factory()
+    assert server.process.terminate() == 0
+    result = run_cli("replay-server", "--root-dir", str(tmp_path / "run"), "--port", str(server.port),
+                     "--health-port", "0", "--replay-max-size", "5000")
+    assert result.returncode == 2
+    assert "replay.max_size is 100000 in the checkpoint, 5000 in the config" in result.stderr

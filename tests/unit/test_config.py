@@ -1,0 +1,92 @@
+"""Config machinery: precedence, conversion, validation messages that name the field."""
+
+import json
+
+import pytest
+
+from dqn import configuration
+from dqn.config import (
+    ALL_CONFIG_CLASSES,
+    ActorConfig,
+    CommonConfig,
+    LearnerConfig,
+    LocalConfig,
+    ReplayServerConfig,
+)
+from dqn.configuration import ConfigError, resolve
+
+KNOWN = configuration.known_field_names(ALL_CONFIG_CLASSES)
+
+
+def test_defaults_are_valid_for_every_role():
+    for cls in ALL_CONFIG_CLASSES:
+        configuration.validate_fields(cls())
+
+
+def test_every_field_is_documented():
+    import dataclasses
+
+    for cls in ALL_CONFIG_CLASSES:
+        for f in dataclasses.fields(cls):
+            assert len(f.metadata.get("doc", "")) > 10, f"{cls.__name__}.{f.name}"
+
+
+def test_precedence_defaults_file_env_flags():
+    config = resolve(LearnerConfig, file_values={"batch_size": 8, "gamma": 0.9},
+                     environ={"DQN_BATCH_SIZE": "16", "HOME": "/x"}, flags={"batch_size": "32"})
+    assert (config.batch_size, config.gamma) == (32, 0.9)
+    config = resolve(LearnerConfig, file_values={"batch_size": 8}, environ={"DQN_BATCH_SIZE": "16"})
+    assert config.batch_size == 16
+
+
+def test_conversions():
+    config = resolve(LocalConfig, environ={}, flags={
+        "fc_layer_params": "32, 16", "tensorboard": "true", "target_return": "none", "learning_rate": "3e-4"})
+    assert config.fc_layer_params == (32, 16)
+    assert config.tensorboard is True and config.target_return is None and config.learning_rate == 3e-4
+
+
+@pytest.mark.parametrize("flags, field, fragment", [
+    ({"replay_max_size": "-5"}, "replay_max_size", ">= 1"),
+    ({"replay_max_size": "ten"}, "replay_max_size", "expected an integer"),
+    ({"gamma": "1.5"}, "gamma", "<= 1"),
+    ({"td_loss": "l1"}, "td_loss", "one of huber, mse"),
+    ({"replay_min_size": "500", "replay_max_size": "100"}, "replay_min_size", "<= replay_max_size"),
+    ({"replay_address": "nohostport"}, "replay_address", "host:port"),
+    ({"fc_layer_params": "64,-1"}, "fc_layer_params", ">= 1"),
+])
+def test_bad_values_name_the_field(flags, field, fragment):
+    with pytest.raises(ConfigError) as error:
+        resolve(LearnerConfig, environ={}, flags=flags)
+    assert error.value.field_name == field
+    message = str(error.value)
+    assert configuration.flag_name(field) in message and configuration.env_name(field) in message
+    assert fragment in message
+
+
+def test_unknown_keys_are_errors_but_other_roles_keys_are_accepted():
+    # The compose file shares one DQN_* block: an actor must accept the learner's keys...
+    config = resolve(ActorConfig, environ={"DQN_BATCH_SIZE": "32", "DQN_NUM_ENVS": "4"}, known_names=KNOWN)
+    assert config.num_envs == 4
+    # ...but not a key no role knows.
+    with pytest.raises(ConfigError, match="DQN_NUM_ENVZ"):
+        resolve(ActorConfig, environ={"DQN_NUM_ENVZ": "4"}, known_names=KNOWN)
+    with pytest.raises(ConfigError, match="unknown key 'bogus'"):
+        resolve(CommonConfig, environ={}, file_values={"bogus": 1}, known_names=KNOWN)
+
+
+def test_config_file_round_trip(tmp_path):
+    config = resolve(ReplayServerConfig, environ={}, flags={"port": "9000", "fc_layer_params": "8,8"})
+    path = tmp_path / "config.json"
+    configuration.write_config(config, str(path))
+    data = json.loads(path.read_text())
+    assert data["port"] == 9000 and data["fc_layer_params"] == [8, 8]
+    again = resolve(ReplayServerConfig, environ={}, file_values=configuration.read_config_file(str(path)))
+    assert again == config
+
+
+def test_malformed_config_file(tmp_path):
+    path = tmp_path / "bad.json"
+    path.write_text("{not json")
+    with pytest.raises(ConfigError, match="not valid JSON"):
+        configuration.read_config_file(str(path))
