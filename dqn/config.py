@@ -25,6 +25,8 @@ class CommonConfig:
     seed: int = setting(0, "base random seed; each actor/env derives its own from it", ge=0)
     replay_address: str = setting("localhost:8000", "host:port of the replay server")
     rpc_timeout_s: float = setting(10.0, "deadline for one remote call to the replay server", gt=0)
+    connect_timeout_s: float = setting(120.0, "give up (exit 1) if the replay server does not answer at start "
+                                              "within this many seconds", gt=0)
     fc_layer_params: tuple[int, ...] = setting(
         (64, 64), "Q-network hidden layer sizes (CleanRL's CartPole MLP is 120,84; 64,64 is as good and cheaper)",
         ge=1)

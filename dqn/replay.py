@@ -16,8 +16,9 @@ from typing import Any
 import numpy as np
 import reverb
 
-from dqn.agent import POLICY_VARIABLES_KEY, TRAIN_STEP_KEY
-from dqn.errors import ServiceError
+from dqn.agent import POLICY_VARIABLES_KEY, TRAIN_STEP_KEY, AgentBundle, replay_signature, variables_signature
+from dqn.config import CommonConfig
+from dqn.errors import BadInput, ServiceError
 
 REPLAY_TABLE = "replay"
 VARIABLES_TABLE = "variables"
@@ -55,6 +56,21 @@ def wait_for_server(address: str, wait_s: float, call_timeout_s: float = 5.0) ->
         return client
 
 
+class SpecMismatch(BadInput):
+    """The server's tables were created for other specs (another env or network) than this role's."""
+
+
+def check_table_matches(client: reverb.Client, bundle: AgentBundle, config: CommonConfig, role: str) -> None:
+    """Refuses to work with tables whose signatures differ from ours: one bad writer poisons a table."""
+    info = server_info(client, config.rpc_timeout_s)
+    for table, expected in ((REPLAY_TABLE, replay_signature(bundle)), (VARIABLES_TABLE, variables_signature(bundle))):
+        if info[table].signature != expected:
+            raise SpecMismatch(
+                f"the {table!r} table at {config.replay_address} was built for other specs than this {role} "
+                f"(env {config.env_id!r}, layers {config.fc_layer_params}): server {info[table].signature} vs "
+                f"ours {expected}. Start every role with the same --env-id and network settings.")
+
+
 @dataclasses.dataclass(frozen=True)
 class PublishedWeights:
     """Policy weights as numpy arrays plus the train step they were published at."""
@@ -74,6 +90,52 @@ def _sample_weights(client: reverb.Client) -> PublishedWeights:
     # Items written with `insert` are one timestep long: drop that leading axis.
     return PublishedWeights([np.asarray(v)[0] for v in sample.data[POLICY_VARIABLES_KEY]],
                             int(np.asarray(sample.data[TRAIN_STEP_KEY])[0]))
+
+
+class WeightsPublisher:
+    """Publishes weights from a daemon thread, newest wins: a stuck insert never stalls training."""
+
+    def __init__(self, address: str):
+        self._client = reverb.Client(address)
+        self._pending: PublishedWeights | None = None
+        self._condition = threading.Condition()
+        self._busy = False
+        self.published_step = -1
+        self.failures = 0
+        threading.Thread(target=self._run, name="weights-publisher", daemon=True).start()
+
+    def submit(self, variables: list[np.ndarray], train_step: int) -> None:
+        """Queues weights for publishing (replacing any not yet sent); returns immediately."""
+        with self._condition:
+            self._pending = PublishedWeights(variables, train_step)
+            self._condition.notify()
+
+    def wait_idle(self, timeout_s: float) -> bool:
+        """Waits until everything submitted was published; False on timeout."""
+        deadline = time.monotonic() + timeout_s
+        with self._condition:
+            while self._pending is not None or self._busy:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._condition.wait(remaining)
+        return True
+
+    def _run(self) -> None:
+        while True:
+            with self._condition:
+                while self._pending is None:
+                    self._condition.wait()
+                weights, self._pending, self._busy = self._pending, None, True
+            try:
+                publish_weights(self._client, weights.variables, weights.train_step)
+                self.published_step = weights.train_step
+            except Exception as error:  # noqa: BLE001 - keep training; the next publish retries
+                self.failures += 1
+                log.warning("publishing weights of step %d failed: %s", weights.train_step, error)
+            with self._condition:
+                self._busy = False
+                self._condition.notify_all()
 
 
 class WeightsPuller:

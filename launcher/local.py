@@ -1,0 +1,196 @@
+"""`dqn-service local`: the whole topology as separate OS processes on free loopback ports.
+
+Starts replay server, learner, `num_actors` actors, the evaluator (and optionally TensorBoard on
+127.0.0.1), shows one live progress line, stops at max_train_steps or target return, and stops
+every child cleanly on Ctrl-C/SIGTERM. Exits 1 if any role crashed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import portpicker
+
+from dqn import configuration
+from dqn.config import LocalConfig
+from dqn.envs import env_specs
+from dqn.progress import read_progress
+from dqn.runtime import StopSignal
+
+log = logging.getLogger("local")
+
+STOP_GRACE_S = 60.0
+
+
+@dataclasses.dataclass
+class Child:
+    """One role process and where its log goes."""
+
+    name: str
+    process: subprocess.Popen
+    log_path: str
+    essential: bool = True  # a crash of an essential role fails the run
+
+    @property
+    def pid(self) -> int:
+        """The child's PID."""
+        return self.process.pid
+
+    def exit_code(self) -> int | None:
+        """Exit code, or None while running."""
+        return self.process.poll()
+
+
+class Topology:
+    """Starts and stops the role processes of one local run."""
+
+    def __init__(self, config: LocalConfig):
+        self.config = config
+        self.children: list[Child] = []
+        os.makedirs(config.path("logs"), exist_ok=True)
+        self.config_path = config.path("config.json")
+        configuration.write_config(config, self.config_path)
+        self.replay_port = portpicker.pick_unused_port()
+        self.replay_health_port = portpicker.pick_unused_port()
+        self.replay_address = f"localhost:{self.replay_port}"
+
+    def _spawn(self, name: str, command: list[str], essential: bool = True) -> Child:
+        log_path = self.config.path("logs", f"{name}.log")
+        with open(log_path, "ab") as log_file:
+            process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                       env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}, start_new_session=True)
+        child = Child(name, process, log_path, essential)
+        self.children.append(child)
+        return child
+
+    def _role(self, name: str, role: str, *flags: str) -> Child:
+        command = [sys.executable, "-m", "launcher", role, "--config", self.config_path,
+                   "--replay-address", self.replay_address, *flags]
+        return self._spawn(name, command)
+
+    def start(self) -> None:
+        """Replay server first (so the others find it quickly), then learner, actors, evaluator."""
+        config = self.config
+        self._role("replay-server", "replay-server", "--port", str(self.replay_port),
+                   "--health-port", str(self.replay_health_port))
+        self._role("learner", "learner")
+        for actor_id in range(config.num_actors):
+            self._role(f"actor-{actor_id}", "actor", "--actor-id", str(actor_id),
+                       "--num-actors", str(config.num_actors))
+        self._role("evaluator", "evaluator")
+        if config.tensorboard:
+            self._spawn("tensorboard", [sys.executable, "-m", "tensorboard.main", "--logdir", config.root_dir,
+                                        "--host", "127.0.0.1", "--port", str(config.tensorboard_port)],
+                        essential=False)
+            print(f"TensorBoard: http://127.0.0.1:{config.tensorboard_port}/", flush=True)
+
+    def crashed(self) -> list[Child]:
+        """Essential children that exited with a non-zero code."""
+        return [c for c in self.children if c.essential and c.exit_code() not in (None, 0)]
+
+    def stop(self, first: tuple[str, ...] = ("actor", "evaluator", "tensorboard", "learner")) -> dict[str, int]:
+        """SIGTERM in order (data producers first, replay server last); SIGKILL after the grace period."""
+        order = sorted(self.children, key=lambda c: next((i for i, p in enumerate(first) if c.name.startswith(p)),
+                                                          len(first)))
+        for group in (order[:-1], order[-1:]):
+            for child in group:
+                if child.exit_code() is None:
+                    child.process.send_signal(signal.SIGTERM)
+            deadline = time.monotonic() + STOP_GRACE_S
+            for child in group:
+                try:
+                    child.process.wait(max(0.1, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    log.warning("%s (pid %d) did not stop in %.0f s; killing it", child.name, child.pid, STOP_GRACE_S)
+                    child.process.kill()
+                    child.process.wait(10)
+        return {c.name: c.process.returncode for c in self.children}
+
+
+def latest_eval(root: str) -> dict | None:
+    """The evaluator's most recent result line, if any."""
+    try:
+        with open(os.path.join(root, "evaluator", "evals.jsonl"), encoding="utf-8") as handle:
+            lines = handle.read().splitlines()
+    except FileNotFoundError:
+        return None
+    return json.loads(lines[-1]) if lines else None
+
+
+def progress_line(config: LocalConfig, elapsed: float, best: dict | None) -> tuple[str, int, int]:
+    """(one-line status, train step, env steps) from the roles' progress files."""
+    learner = read_progress(config.path("learner"))
+    actors = [read_progress(config.path(f"actor-{i}")) for i in range(config.num_actors)]
+    env_steps = sum(a.get("env_steps", 0) for a in actors)
+    rate = sum(a.get("env_steps_per_sec", 0.0) for a in actors)
+    train_step = learner.get("train_step", 0)
+    latest = latest_eval(config.root_dir)
+    eval_text = (f"eval {latest['average_return']:.1f} @ {latest['train_step']}" if latest else "eval -")
+    best_text = f" (best {best['average_return']:.1f})" if best else ""
+    line = (f"[{elapsed:6.0f}s] train step {train_step}/{config.max_train_steps} | env steps {env_steps} "
+            f"({rate:,.0f}/s) | {eval_text}{best_text}")
+    return line, train_step, env_steps
+
+
+def run(config: LocalConfig) -> int:
+    """Runs the local topology to completion; returns the exit code."""
+    stop = StopSignal()
+    target = config.target_return if config.target_return is not None else env_specs(config.env_id)[2]
+    topology = Topology(config)
+    started = time.monotonic()
+    topology.start()
+    print(f"dqn-service local: {config.num_actors} actors x {config.num_envs} envs on {config.env_id}, "
+          f"replay at {topology.replay_address}, run dir {config.root_dir} (logs in {config.path('logs')})",
+          flush=True)
+    interactive = sys.stdout.isatty()
+    reason, best, last_print = "stopped", None, 0.0
+    train_step = env_steps = 0
+    while True:
+        elapsed = time.monotonic() - started
+        latest = latest_eval(config.root_dir)
+        if latest and (best is None or latest["average_return"] > best["average_return"]):
+            best = latest
+        line, train_step, env_steps = progress_line(config, elapsed, best)
+        if interactive:
+            print("\r" + line.ljust(110), end="", flush=True)
+        elif time.monotonic() - last_print >= 10:
+            print(line, flush=True)
+            last_print = time.monotonic()
+        if topology.crashed():
+            reason = "crashed: " + ", ".join(f"{c.name} exited {c.exit_code()} (log {c.log_path})"
+                                             for c in topology.crashed())
+            break
+        if target is not None and latest and latest["average_return"] >= target:
+            reason = f"solved: eval average return {latest['average_return']:.1f} >= {target}"
+            break
+        learner = next(c for c in topology.children if c.name == "learner")
+        if learner.exit_code() == 0:
+            reason = "max_train_steps reached"
+            break
+        if config.max_wall_time_s and elapsed >= config.max_wall_time_s:
+            reason = f"max_wall_time_s ({config.max_wall_time_s:.0f} s) reached"
+            break
+        if stop.wait(1.0):
+            reason = f"{stop.signal_name} received"
+            break
+    if interactive:
+        print()
+    crashed_before_stop = topology.crashed()
+    exit_codes = topology.stop()
+    wall = time.monotonic() - started
+    solved = reason.startswith("solved")
+    print(f"dqn-service local: {reason}", flush=True)
+    print(f"summary: solved={'yes' if solved else 'no'} wall_time={wall:.1f}s env_steps={env_steps} "
+          f"train_steps={train_step} best_eval_return={best['average_return'] if best else float('nan'):.1f} "
+          f"target={target}", flush=True)
+    print("exit codes: " + ", ".join(f"{name}={code}" for name, code in exit_codes.items()), flush=True)
+    failed = crashed_before_stop or [n for n, code in exit_codes.items() if code != 0 and n != "tensorboard"]
+    return 1 if failed else 0
+

@@ -1,0 +1,57 @@
+"""`dqn-service status`: what the running system is doing, from the replay server and health endpoints."""
+
+from __future__ import annotations
+
+import time
+
+import reverb
+
+from dqn.health import check
+from dqn.replay import REPLAY_TABLE, VARIABLES_TABLE, WeightsPuller, server_info
+
+
+def _counts(info) -> tuple[int, int]:
+    limiter = info.rate_limiter_info
+    return limiter.insert_stats.completed, limiter.sample_stats.completed
+
+
+def latest_train_step(address: str, timeout_s: float) -> int | None:
+    """Train step of the published weights (None if no answer within the deadline)."""
+    puller = WeightsPuller(address, timeout_s)
+    deadline = time.monotonic() + timeout_s
+    try:
+        while time.monotonic() < deadline:
+            weights = puller.latest()
+            if weights is not None:
+                return weights.train_step
+            time.sleep(0.1)
+        return None
+    finally:
+        puller.close()
+
+
+def print_status(replay_address: str, health: dict[str, str], timeout_s: float, interval_s: float = 1.0) -> int:
+    """Prints tables, counts and rates, latest train step and role health; exit 1 if the server is unreachable."""
+    client = reverb.Client(replay_address)
+    try:
+        first = server_info(client, timeout_s)
+        time.sleep(interval_s)
+        second = server_info(client, timeout_s)
+    except Exception as error:  # noqa: BLE001 - any failure here means "not reachable" to the operator
+        print(f"replay server {replay_address}: UNREACHABLE ({type(error).__name__})")
+        for name, address in sorted(health.items()):
+            print(f"{name:<16} {address:<24} {check(address, timeout_s)}")
+        return 1
+    print(f"replay server {replay_address}: reachable")
+    print(f"{'table':<10} {'size':>10} {'max':>10} {'inserts':>10} {'samples':>10} {'ins/s':>9} {'smp/s':>9}")
+    for name in (REPLAY_TABLE, VARIABLES_TABLE):
+        inserts0, samples0 = _counts(first[name])
+        inserts1, samples1 = _counts(second[name])
+        info = second[name]
+        print(f"{name:<10} {info.current_size:>10} {info.max_size:>10} {inserts1:>10} {samples1:>10} "
+              f"{(inserts1 - inserts0) / interval_s:>9.1f} {(samples1 - samples0) / interval_s:>9.1f}")
+    step = latest_train_step(replay_address, timeout_s) if second[VARIABLES_TABLE].current_size else None
+    print(f"latest published train step: {step if step is not None else 'none yet'}")
+    for name, address in sorted(health.items()):
+        print(f"{name:<16} {address:<24} {check(address, timeout_s)}")
+    return 0

@@ -1,0 +1,42 @@
+"""Replay-side rates for the learner's summaries: size, inserts/s, samples/s, samples per insert."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import reverb
+
+from dqn.replay import REPLAY_TABLE, server_info
+
+log = logging.getLogger("learner")
+
+
+class ReplayRates:
+    """Differences of the replay table's insert/sample counters between two calls."""
+
+    def __init__(self, client: reverb.Client, timeout_s: float):
+        self._client = client
+        self._timeout_s = timeout_s
+        self._last: tuple[float, int, int] | None = None
+
+    def measure(self) -> dict[str, float]:
+        """{size, inserts_per_sec, samples_per_sec, samples_per_insert}; {} if the server did not answer."""
+        try:
+            info = server_info(self._client, self._timeout_s)[REPLAY_TABLE]
+        except Exception as error:  # noqa: BLE001 - summaries must not stop training
+            log.warning("replay stats unavailable: %s", type(error).__name__)
+            return {}
+        now = time.monotonic()
+        inserts = info.rate_limiter_info.insert_stats.completed
+        samples = info.rate_limiter_info.sample_stats.completed
+        values = {"size": float(info.current_size)}
+        if self._last is not None:
+            then, last_inserts, last_samples = self._last
+            elapsed = max(now - then, 1e-9)
+            new_inserts, new_samples = inserts - last_inserts, samples - last_samples
+            values["inserts_per_sec"] = new_inserts / elapsed
+            values["samples_per_sec"] = new_samples / elapsed
+            values["samples_per_insert"] = new_samples / max(new_inserts, 1)
+        self._last = (now, inserts, samples)
+        return values
