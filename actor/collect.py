@@ -31,7 +31,8 @@ def actor_epsilon(config: ActorConfig, train_step: int) -> float:
         return epsilon_at(config, train_step)
     if config.num_actors == 1:
         return config.apex_base_epsilon
-    return config.apex_base_epsilon ** (1 + 7 * config.actor_id / (config.num_actors - 1))
+    rank = config.actor_id % config.num_actors  # hostname-derived ids still land on the ladder
+    return config.apex_base_epsilon ** (1 + 7 * rank / (config.num_actors - 1))
 
 
 def make_batched_policy(bundle: AgentBundle):
@@ -45,86 +46,144 @@ def make_batched_policy(bundle: AgentBundle):
     return lambda time_step: act(*time_step).numpy()
 
 
+class Actor:
+    """One actor process's state: envs, writer streams, policy weights and counters."""
+
+    def __init__(self, config: ActorConfig, client, stop: StopSignal):
+        self.config = config
+        self.stop = stop
+        self.bundle = build_agent(config)
+        check_table_matches(client, self.bundle, config, role="actor")
+        self.seed = config.seed + 10_000 * (config.actor_id + 1)
+        self.env = GymnasiumVectorEnvironment(config.env_id, config.num_envs, seed=self.seed)
+        self.streams = TrajectoryStreams(client, config.num_envs)
+        self.act = make_batched_policy(self.bundle)
+        self.puller = WeightsPuller(config.replay_address, config.rpc_timeout_s)
+        self.summary_dir = config.path(f"actor-{config.actor_id}")
+        self.writer = tf.summary.create_file_writer(self.summary_dir)
+        self.rng = np.random.default_rng(self.seed)
+        self.stats = EpisodeStats(config.num_envs)
+        self.weights_step = -1
+        self.weights_digest = ""
+        self.policy_lag = 0
+        self.env_steps = 0
+        self.throttled_s = 0.0
+        self.status = "warming up"
+        self._last_summary = (time.monotonic(), 0)
+        self._last_notice = 0.0
+
+    def _apply_new_weights(self) -> None:
+        weights = self.puller.latest()
+        if weights is None:
+            return
+        for variable, value in zip(self.bundle.policy_variables, weights.variables, strict=True):
+            variable.assign(value)
+        self.policy_lag = max(0, weights.train_step - self.weights_step) if self.weights_step >= 0 else 0
+        self.weights_step = weights.train_step
+        self.weights_digest = weights.digest()
+        self.bundle.epsilon.assign(actor_epsilon(self.config, self.weights_step))
+
+    def _notice(self, message: str, *args: object) -> None:
+        """Logs a degraded-state message at most every 15 s."""
+        if time.monotonic() - self._last_notice > 15:
+            log.info(message, *args)
+            self._last_notice = time.monotonic()
+
+    def _wait_for_replay(self) -> None:
+        """Backpressure: hold the envs while the rate limiter (or a dead server) holds inserts back."""
+        while not self.streams.wait_for_server(self.config.max_pending_items, timeout_ms=1000):
+            self.throttled_s += 1.0
+            self.status = "throttled (learner behind or replay unreachable)"
+            self.maybe_summarize()
+            self._notice("replay inserts held back for %.0f s in total (learner behind or server down)",
+                         self.throttled_s)
+            if self.stop.requested:
+                return
+
+    def step(self) -> None:
+        """One batched step of all envs: choose actions, step, write the N 2-step streams."""
+        config = self.config
+        warming_up = self.env_steps < config.warmup_steps
+        if warming_up:
+            spec = self.bundle.action_spec
+            action = self.rng.integers(int(spec.minimum), int(spec.maximum) + 1, size=config.num_envs,
+                                       dtype=np.int64)
+        else:
+            action = self.act(self.time_step)
+        self._wait_for_replay()
+        next_time_step = self.env.step(action)
+        self.streams.append(self.time_step, action, next_time_step)
+        self.stats.update(next_time_step)
+        self.time_step = next_time_step
+        self.env_steps += config.num_envs
+        self.status = "warming up" if warming_up else "collecting"
+
+    def maybe_summarize(self) -> None:
+        """TensorBoard scalars and the progress file, every summary_interval_s."""
+        now = time.monotonic()
+        last_time, last_steps = self._last_summary
+        if now - last_time < self.config.summary_interval_s:
+            return
+        rate = (self.env_steps - last_steps) / (now - last_time)
+        self._last_summary = (now, self.env_steps)
+        with self.writer.as_default(step=self.env_steps):
+            tf.summary.scalar("actor/env_steps_per_sec", rate)
+            tf.summary.scalar("actor/epsilon", float(self.bundle.epsilon.numpy()) if self.weights_step >= 0 else 1.0)
+            tf.summary.scalar("actor/weights_train_step", self.weights_step)
+            tf.summary.scalar("actor/policy_lag_at_refresh", self.policy_lag)
+            tf.summary.scalar("actor/episodes", self.stats.episodes)
+            tf.summary.scalar("actor/throttled_seconds", self.throttled_s)
+            if self.stats.recent_returns:
+                tf.summary.scalar("actor/average_return", self.stats.average_return())
+                tf.summary.scalar("actor/average_episode_length", self.stats.average_length())
+        write_progress(self.summary_dir, env_steps=self.env_steps, env_steps_per_sec=rate,
+                       episodes=self.stats.episodes, weights_train_step=self.weights_step,
+                       weights_digest=self.weights_digest, items=self.streams.items_created, status=self.status)
+
+    def run(self) -> None:
+        """Collects until a stop signal or max_env_steps."""
+        config = self.config
+        next_refresh = config.warmup_steps
+        self.time_step = self.env.reset()
+        while not self.stop.requested and not (config.max_env_steps and self.env_steps >= config.max_env_steps):
+            if self.env_steps >= config.warmup_steps:
+                if self.env_steps >= next_refresh:
+                    next_refresh = self.env_steps + config.weights_refresh_interval
+                    self.puller.request()
+                self._apply_new_weights()
+                if self.weights_step < 0:
+                    # No weights yet: the wait is visible and never blocks (the puller polls in the background).
+                    self.status = f"waiting for first weights ({self.puller.status})"
+                    self._notice("warm-up done; waiting for first weights from the learner (%s)", self.puller.status)
+                    self.maybe_summarize()
+                    self.stop.wait(0.2)
+                    continue
+            self.step()
+            self.maybe_summarize()
+
+    def close(self) -> None:
+        """Flushes what the server accepts within the deadline, then releases everything."""
+        self.streams.close(timeout_ms=int(self.config.rpc_timeout_s * 1000))
+        self.puller.close()
+        self.writer.flush()
+        self.env.close()
+
+
 def run(config: ActorConfig) -> int:
     """Collects until stopped (SIGTERM/SIGINT) or `max_env_steps`; returns the exit code."""
     tf.config.threading.set_intra_op_parallelism_threads(1)  # many processes share few cores
     tf.config.threading.set_inter_op_parallelism_threads(1)
     stop = StopSignal()
     health = start_health(config.health_port, "actor")
-    bundle = build_agent(config)
     client = wait_for_server(config.replay_address, wait_s=config.connect_timeout_s,
                              call_timeout_s=config.rpc_timeout_s)
-    check_table_matches(client, bundle, config, role="actor")
-    seed = config.seed + 10_000 * (config.actor_id + 1)
-    env = GymnasiumVectorEnvironment(config.env_id, config.num_envs, seed=seed)
-    streams = TrajectoryStreams(client, config.num_envs)
-    act = make_batched_policy(bundle)
-    puller = WeightsPuller(config.replay_address, config.rpc_timeout_s)
-    summary_dir = config.path(f"actor-{config.actor_id}")
-    writer = tf.summary.create_file_writer(summary_dir)
-    rng = np.random.default_rng(seed)
-    low, high = int(bundle.action_spec.minimum), int(bundle.action_spec.maximum)
-    stats = EpisodeStats(config.num_envs)
-
-    weights_step = -1
-    policy_lag = 0
-    env_steps = 0
-    next_refresh = config.warmup_steps
-    last_summary_time, last_summary_steps = time.monotonic(), 0
-    waiting_since = None
-    time_step = env.reset()
+    actor = Actor(config, client, stop)
     health.set(True)
     log.info("actor %d: %d envs of %s, writing to %s", config.actor_id, config.num_envs, config.env_id,
              config.replay_address)
-    while not stop.requested and not (config.max_env_steps and env_steps >= config.max_env_steps):
-        warming_up = env_steps < config.warmup_steps
-        if not warming_up and env_steps >= next_refresh:
-            next_refresh = env_steps + config.weights_refresh_interval
-            puller.request()
-        weights = puller.latest() if not warming_up else None
-        if weights is not None:
-            for variable, value in zip(bundle.policy_variables, weights.variables, strict=True):
-                variable.assign(value)
-            policy_lag = max(0, weights.train_step - weights_step) if weights_step >= 0 else 0
-            weights_step = weights.train_step
-            bundle.epsilon.assign(actor_epsilon(config, weights_step))
-        if not warming_up and weights_step < 0:
-            # No weights yet: waiting is visible, never blocking (the puller polls in the background).
-            if waiting_since is None or time.monotonic() - waiting_since > 10:
-                log.info("warm-up done; waiting for first weights from the learner (%s)", puller.status)
-                waiting_since = time.monotonic()
-            stop.wait(0.2)
-            continue
-        if warming_up:
-            action = rng.integers(low, high + 1, size=config.num_envs, dtype=np.int64)
-        else:
-            action = act(time_step)
-        next_time_step = env.step(action)
-        streams.append(time_step, action, next_time_step)
-        stats.update(next_time_step)
-        time_step = next_time_step
-        env_steps += config.num_envs
-
-        now = time.monotonic()
-        if now - last_summary_time >= config.summary_interval_s:
-            rate = (env_steps - last_summary_steps) / (now - last_summary_time)
-            last_summary_time, last_summary_steps = now, env_steps
-            with writer.as_default(step=env_steps):
-                tf.summary.scalar("actor/env_steps_per_sec", rate)
-                tf.summary.scalar("actor/epsilon", float(bundle.epsilon.numpy()) if not warming_up else 1.0)
-                tf.summary.scalar("actor/weights_train_step", weights_step)
-                tf.summary.scalar("actor/policy_lag_at_refresh", policy_lag)
-                tf.summary.scalar("actor/episodes", stats.episodes)
-                if stats.recent_returns:
-                    tf.summary.scalar("actor/average_return", stats.average_return())
-                    tf.summary.scalar("actor/average_episode_length", stats.average_length())
-            write_progress(summary_dir, env_steps=env_steps, env_steps_per_sec=rate, episodes=stats.episodes,
-                           weights_train_step=weights_step, items=streams.items_created)
-    log.info("stopping after %d env steps (%s)", env_steps, stop.signal_name or "max_env_steps reached")
+    actor.run()
+    log.info("stopping after %d env steps (%s)", actor.env_steps, stop.signal_name or "max_env_steps reached")
     health.set(False)
-    streams.close(timeout_ms=int(config.rpc_timeout_s * 1000))
-    puller.close()
-    writer.flush()
-    env.close()
+    actor.close()
     health.stop()
     return 0

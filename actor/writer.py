@@ -8,6 +8,8 @@ boundary step (LAST -> FIRST) the cache restarts, so no item spans two episodes.
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import reverb
 from tf_agents.trajectories import time_step as ts
@@ -53,15 +55,37 @@ class TrajectoryStreams:
             if step_type[i] == ts.StepType.LAST:  # this step was the boundary LAST -> FIRST
                 self._cached_steps[i] = 0
 
+    def wait_for_server(self, max_pending_per_stream: int, timeout_ms: int) -> bool:
+        """Backpressure: waits until each stream has at most this many unconfirmed items.
+
+        The replay rate limiter holds inserts back while the learner is behind; without this wait the
+        writers would queue items in memory without bound. False if the deadline passed first.
+        """
+        try:
+            for writer in self._writers:
+                writer.flush(block_until_num_items=max_pending_per_stream, timeout_ms=timeout_ms)
+        except reverb.errors.DeadlineExceededError:
+            return False
+        return True
+
     def flush(self, timeout_ms: int) -> None:
         """Waits until every created item is confirmed by the server (raises DeadlineExceededError)."""
         for writer in self._writers:
             writer.flush(timeout_ms=timeout_ms)
 
     def close(self, timeout_ms: int = 5000) -> None:
-        """Flushes what it can within the deadline, then closes the streams."""
+        """Flushes what it can within one overall deadline, then closes the streams.
+
+        Items still unconfirmed then (e.g. held back by the rate limiter after the learner stopped)
+        are dropped: they were never stored, so nothing stored is lost.
+        """
+        deadline = time.monotonic() + timeout_ms / 1000
         try:
-            self.flush(timeout_ms)
+            for writer in self._writers:
+                remaining_ms = int((deadline - time.monotonic()) * 1000)
+                if remaining_ms <= 0:
+                    break
+                writer.flush(timeout_ms=remaining_ms)
         except reverb.errors.DeadlineExceededError:
             pass
         finally:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import socket
+import zlib
 
 from dqn.configuration import ConfigError, setting
 
@@ -102,17 +104,27 @@ class LearnerConfig(CommonConfig):
 class ActorConfig(CommonConfig):
     """An actor: N parallel envs, batched epsilon-greedy inference, 2-step items per env stream."""
 
-    actor_id: int = setting(0, "index of this actor (seeds, log dir actor-<id>, Ape-X epsilon)", ge=0)
+    actor_id: int = setting(0, "index of this actor (seeds, log dir actor-<id>, Ape-X epsilon); -1 = derive a "
+                                  "stable id from the hostname (scaled compose/Kubernetes replicas)", ge=-1)
     num_actors: int = setting(2, "actors in the system (for per-actor epsilon)", ge=1)
     num_envs: int = setting(8, "parallel environments in this actor process", ge=1)
     warmup_steps: int = setting(1000, "random-policy env steps per actor before using the Q-network "
                                       "(the book warms up with a random policy)", ge=0)
     weights_refresh_interval: int = setting(400, "env steps between weight refreshes", ge=1)
+    max_pending_items: int = setting(4, "unconfirmed items per env stream before the actor waits (backpressure "
+                                        "from the replay rate limiter)", ge=1)
     max_env_steps: int = setting(0, "stop after this many env steps; 0 = run until stopped", ge=0)
     apex_epsilon: bool = setting(False, "Ape-X per-actor epsilon: eps_i = apex_base^(1 + 7 i/(K-1))")
     apex_base_epsilon: float = setting(0.4, "Ape-X base epsilon (Horgan et al. 2018: 0.4)", ge=0, le=1)
     summary_interval_s: float = setting(5.0, "seconds between actor summaries", gt=0)
     health_port: int = setting(0, "port of the grpc.health.v1 service; 0 disables it", ge=0, le=65535)
+
+
+    def resolved_actor_id(self) -> int:
+        """actor_id, or for -1 a stable id from the hostname (replicas share one config)."""
+        if self.actor_id >= 0:
+            return self.actor_id
+        return zlib.crc32(socket.gethostname().encode()) % 1_000_000
 
 
 @dataclasses.dataclass(frozen=True)

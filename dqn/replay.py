@@ -8,6 +8,7 @@ only stall that thread, never the actor's or evaluator's loop.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import logging
 import threading
 import time
@@ -77,6 +78,18 @@ class PublishedWeights:
 
     variables: list[np.ndarray]
     train_step: int
+
+    def digest(self) -> str:
+        """Exact fingerprint of the weights (to show two processes hold the same ones)."""
+        return weights_digest(self.variables)
+
+
+def weights_digest(variables: list[np.ndarray]) -> str:
+    """SHA-1 over the raw bytes of each array, in order."""
+    sha = hashlib.sha1()
+    for value in variables:
+        sha.update(np.ascontiguousarray(value).tobytes())
+    return sha.hexdigest()
 
 
 def publish_weights(client: reverb.Client, variables: list[np.ndarray], train_step: int) -> None:
@@ -201,3 +214,18 @@ class WeightsPuller:
                             type(error).__name__)
                 self._wanted.set()
             self._stop.wait(self._min_interval_s)
+
+
+def fetch_weights(address: str, timeout_s: float) -> PublishedWeights | None:
+    """The currently published weights, or None if there are none within `timeout_s` (never hangs)."""
+    puller = WeightsPuller(address, timeout_s)
+    deadline = time.monotonic() + timeout_s
+    try:
+        while time.monotonic() < deadline:
+            weights = puller.latest()
+            if weights is not None:
+                return weights
+            time.sleep(0.05)
+        return None
+    finally:
+        puller.close()

@@ -7,6 +7,7 @@ bad input exits 2 with a one-line reason that names the field.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import sys
 from collections.abc import Sequence
@@ -91,6 +92,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         config = load_config(config_class, flags)
+        if getattr(config, "actor_id", 0) < 0:  # replicas share one config: give each a stable id of its own
+            config = dataclasses.replace(config, actor_id=config.resolved_actor_id())
         env_specs(config.env_id)  # unknown id / unsupported spaces fail here, before anything starts
         setup_logging(args.command)
         configuration.write_config(config, config.path(*role_dir(args.command, config), "config.json"))

@@ -7,27 +7,12 @@ import time
 import reverb
 
 from dqn.health import check
-from dqn.replay import REPLAY_TABLE, VARIABLES_TABLE, WeightsPuller, server_info
+from dqn.replay import REPLAY_TABLE, VARIABLES_TABLE, fetch_weights, server_info
 
 
 def _counts(info) -> tuple[int, int]:
     limiter = info.rate_limiter_info
     return limiter.insert_stats.completed, limiter.sample_stats.completed
-
-
-def latest_train_step(address: str, timeout_s: float) -> int | None:
-    """Train step of the published weights (None if no answer within the deadline)."""
-    puller = WeightsPuller(address, timeout_s)
-    deadline = time.monotonic() + timeout_s
-    try:
-        while time.monotonic() < deadline:
-            weights = puller.latest()
-            if weights is not None:
-                return weights.train_step
-            time.sleep(0.1)
-        return None
-    finally:
-        puller.close()
 
 
 def print_status(replay_address: str, health: dict[str, str], timeout_s: float, interval_s: float = 1.0) -> int:
@@ -50,8 +35,8 @@ def print_status(replay_address: str, health: dict[str, str], timeout_s: float, 
         info = second[name]
         print(f"{name:<10} {info.current_size:>10} {info.max_size:>10} {inserts1:>10} {samples1:>10} "
               f"{(inserts1 - inserts0) / interval_s:>9.1f} {(samples1 - samples0) / interval_s:>9.1f}")
-    step = latest_train_step(replay_address, timeout_s) if second[VARIABLES_TABLE].current_size else None
-    print(f"latest published train step: {step if step is not None else 'none yet'}")
+    weights = fetch_weights(replay_address, timeout_s) if second[VARIABLES_TABLE].current_size else None
+    print(f"latest published train step: {weights.train_step if weights is not None else 'none yet'}")
     for name, address in sorted(health.items()):
         print(f"{name:<16} {address:<24} {check(address, timeout_s)}")
     return 0

@@ -1,0 +1,62 @@
+"""Learner throughput: SGD steps/s fed from a replay server vs. the same train step on a fixed batch.
+
+Run: python bench/learner_throughput.py [--seconds 15]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from bench.common import fill_replay, replay_server  # noqa: E402
+
+
+def rate(step_fn, seconds: float, steps_per_call: int = 1) -> float:
+    """Calls step_fn for about `seconds` (after 3 warm-up calls); returns SGD steps/s."""
+    for _ in range(3):
+        step_fn()
+    calls, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        step_fn()
+        calls += 1
+    return calls * steps_per_call / (time.perf_counter() - start)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--batch-size", type=int, default=64)
+    args = parser.parse_args()
+
+    import tensorflow as tf
+    from tf_agents.utils import common
+
+    from dqn.agent import build_agent
+    from dqn.config import LearnerConfig
+    from learner.train import make_dataset
+
+    with replay_server("--replay-min-size", "100") as (address, _):
+        fill_replay(address, 20_000)
+        config = LearnerConfig(replay_address=address, batch_size=args.batch_size)
+        bundle = build_agent(config)
+        iterator = iter(make_dataset(config, bundle))
+        fixed, _ = next(iterator)
+        train = common.function(bundle.agent.train)
+        eager, fixed_name, fed_name = ("agent.train eager, fixed batch", "tf.function train, fixed batch",
+                                       "tf.function train, fed from replay")
+        results = {eager: rate(lambda: bundle.agent.train(fixed), args.seconds / 2),
+                   fixed_name: rate(lambda: train(fixed), args.seconds),
+                   fed_name: rate(lambda: train(next(iterator)[0]), args.seconds)}
+    width = max(map(len, results))
+    for name, value in results.items():
+        print(f"{name:<{width}}  {value:8.1f} SGD steps/s")
+    print(f"ratio fed-from-replay / fixed-batch: {results[fed_name] / results[fixed_name]:.2f}")
+    del tf
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,150 @@
+"""Real processes with tiny budgets: actors insert, the learner trains and publishes, the evaluator reports."""
+
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+import reverb
+
+from dqn.config import LearnerConfig
+from dqn.progress import read_progress
+from dqn.replay import REPLAY_TABLE, fetch_weights, weights_digest
+from tests.conftest import REPO, free_port, health_status, run_cli, wait_until
+
+pytestmark = pytest.mark.integration
+
+FAST = ["--replay-min-size", "200", "--fc-layer-params", "32"]
+
+
+def start_roles(spawn, server, root, num_actors=2, learner=True):
+    """Learner, actors and evaluator against `server`, each with small budgets and 1 s summaries."""
+    common = ["--root-dir", str(root), "--replay-address", server.address, *FAST]
+    roles = {}
+    if learner:
+        roles["learner"] = spawn("learner", *common, "--max-train-steps", "100000", "--publish-interval", "25",
+                                 "--summary-interval", "25", "--checkpoint-interval", "100000", name="learner")
+    for i in range(num_actors):
+        roles[f"actor-{i}"] = spawn("actor", *common, "--actor-id", str(i), "--num-envs", "4", "--warmup-steps", "200",
+                                    "--summary-interval-s", "1", "--weights-refresh-interval", "40", name=f"actor-{i}")
+    roles["evaluator"] = spawn("evaluator", *common, "--eval-interval", "50", "--eval-episodes", "3",
+                               "--poll-interval-s", "0.5", name="evaluator")
+    return roles
+
+
+def progress(root, name):
+    return read_progress(str(root / name))
+
+
+def test_actors_insert_learner_trains_publishes_evaluator_reports(spawn, replay_server_factory, tmp_path):
+    server = replay_server_factory(*FAST)
+    root = tmp_path / "run"
+    roles = start_roles(spawn, server, root)
+
+    wait_until(lambda: all(progress(root, f"actor-{i}").get("items", 0) > 100 for i in range(2)), 120,
+               "both actors to insert items")
+    wait_until(lambda: progress(root, "learner").get("train_step", 0) >= 100, 120, "the learner to train 100 steps")
+    wait_until(lambda: (root / "evaluator" / "evals.jsonl").exists(), 120, "an evaluation")
+    record = json.loads((root / "evaluator" / "evals.jsonl").read_text().splitlines()[0])
+    assert record["episodes"] == 3 and record["average_return"] > 0
+    assert all(role.alive() for role in roles.values()), {n: r.log()[-2000:] for n, r in roles.items()}
+
+    # Stop the learner: it checkpoints and publishes its final weights; actors must pick exactly those up.
+    assert roles["learner"].terminate() == 0
+    final_step = progress(root, "learner")["train_step"]
+    assert progress(root, "learner").get("done") is True
+    for i in range(2):
+        wait_until(lambda i=i: progress(root, f"actor-{i}").get("weights_train_step") == final_step, 60,
+                   f"actor-{i} to use the final weights of step {final_step}")
+    published = fetch_weights(server.address, 30.0)
+    assert published is not None and published.train_step == final_step
+    from learner.train import Learner
+
+    restored = Learner(LearnerConfig(root_dir=str(root), replay_address=server.address, fc_layer_params=(32,)))
+    assert restored.step == final_step  # the SIGTERM checkpoint holds exactly the final step
+    learner_digest = weights_digest([v.numpy() for v in restored.bundle.policy_variables])
+    assert published.digest() == learner_digest
+    for i in range(2):
+        assert progress(root, f"actor-{i}")["weights_digest"] == learner_digest
+
+    for name in ("actor-0", "actor-1", "evaluator"):
+        assert roles[name].terminate() == 0, roles[name].log()[-2000:]
+    assert "eval train_step=" in roles["evaluator"].log()
+    assert server.process.terminate() == 0
+
+
+def test_actor_started_before_learner_waits_visibly_then_collects(spawn, replay_server_factory, tmp_path):
+    server = replay_server_factory(*FAST)
+    root = tmp_path / "run"
+    roles = start_roles(spawn, server, root, num_actors=1, learner=False)
+    wait_until(lambda: progress(root, "actor-0").get("status", "").startswith("waiting for first weights"), 90,
+               "the actor to report that it waits for weights")
+    assert "waiting for first weights" in roles["actor-0"].log()
+    items_while_waiting = progress(root, "actor-0")["items"]
+    time.sleep(2)
+    assert progress(root, "actor-0")["items"] == items_while_waiting  # no collection without weights
+    spawn("learner", "--root-dir", str(root), "--replay-address", server.address, *FAST, "--max-train-steps", "100000",
+          "--publish-interval", "10", name="learner")
+    wait_until(lambda: progress(root, "actor-0").get("weights_train_step", -1) >= 0, 120, "first weights")
+    wait_until(lambda: progress(root, "actor-0").get("items", 0) > items_while_waiting, 60, "collection to resume")
+
+
+def test_actor_with_other_env_refuses_to_start(replay_server_factory, tmp_path):
+    server = replay_server_factory()
+    result = run_cli("actor", "--root-dir", str(tmp_path), "--replay-address", server.address,
+                     "--env-id", "MountainCar-v0")
+    assert result.returncode == 2
+    assert "built for other specs than this actor" in result.stderr
+    assert reverb.Client(server.address).server_info(timeout=10)[REPLAY_TABLE].current_size == 0
+
+
+def test_unreachable_replay_server_is_a_clear_error(tmp_path):
+    port = free_port()
+    result = run_cli("learner", "--root-dir", str(tmp_path), "--replay-address", f"localhost:{port}",
+                     "--connect-timeout-s", "3")
+    assert result.returncode == 1
+    assert f"cannot reach replay server at localhost:{port}" in result.stderr
+
+
+def test_status_reports_tables_train_step_and_health(spawn, replay_server_factory, tmp_path):
+    server = replay_server_factory(*FAST)
+    root = tmp_path / "run"
+    health_port = free_port()
+    spawn("learner", "--root-dir", str(root), "--replay-address", server.address, *FAST, "--health-port",
+          str(health_port), "--max-train-steps", "100000", name="learner")
+    wait_until(lambda: health_status(health_port) == "SERVING", 90, "learner health")
+    result = run_cli("status", "--replay-address", server.address, "--health", f"learner=localhost:{health_port}",
+                     "--health", f"replay=localhost:{server.health_port}")
+    assert result.returncode == 0, result.stderr
+    assert "replay server " + server.address + ": reachable" in result.stdout
+    assert "latest published train step: 0" in result.stdout
+    assert f"learner          localhost:{health_port}" in result.stdout and "SERVING" in result.stdout
+    lines = {line.split()[0]: line.split() for line in result.stdout.splitlines() if line.strip()}
+    assert lines["variables"][1] == "1"  # one item: the latest weights
+
+
+def test_local_exits_nonzero_when_a_role_dies(tmp_path):
+    command = [sys.executable, "-m", "launcher", "local", "--root-dir", str(tmp_path / "run"), *FAST,
+               "--num-envs", "4", "--max-train-steps", "100000"]
+    local = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO)
+    try:
+        def actor_child():
+            for child in psutil.Process(local.pid).children():
+                if "actor" in child.cmdline() and "--actor-id" in child.cmdline():
+                    return child
+            return None
+
+        wait_until(lambda: actor_child() is not None and (tmp_path / "run" / "actor-0" / "progress.json").exists(),
+                   120, "the local actors to run")
+        victim = actor_child()
+        victim.send_signal(signal.SIGKILL)
+        output, _ = local.communicate(timeout=120)
+    finally:
+        if local.poll() is None:
+            local.kill()
+    assert local.returncode == 1, output
+    assert "crashed: actor-" in output and "exited -9" in output
+    assert "summary: solved=no" in output
