@@ -91,6 +91,8 @@ class LearnerConfig(CommonConfig):
     batch_size: int = setting(64, "transitions per SGD step (the book / DQN paper: 64)", ge=1)
     num_parallel_calls: int = setting(3, "parallel Reverb sample streams (the book: 3)", ge=1)
     prefetch: int = setting(3, "batches prefetched ahead of the train step (the book: 3)", ge=0)
+    train_steps_per_call: int = setting(1, "SGD steps per tf.function call; each call samples batch_size * this",
+                                        ge=1)
     max_train_steps: int = setting(20_000, "stop after this many train steps", ge=1)
     publish_interval: int = setting(50, "train steps between weight publications to the variables table", ge=1)
     checkpoint_interval: int = setting(1000, "train steps between learner checkpoints", ge=1)
@@ -98,6 +100,13 @@ class LearnerConfig(CommonConfig):
     summary_interval: int = setting(100, "train steps between TensorBoard summaries", ge=1)
     no_data_timeout_s: float = setting(30.0, "wait for a batch this long before logging 'no new data'", gt=0)
     health_port: int = setting(0, "port of the grpc.health.v1 service; 0 disables it", ge=0, le=65535)
+
+    def check(self) -> None:
+        """The parallel sample streams must divide into the sampled batch (TF-Agents' as_dataset rule)."""
+        super().check()
+        if self.num_parallel_calls > self.batch_size * self.train_steps_per_call:
+            raise ConfigError("num_parallel_calls", f"must be <= batch_size * train_steps_per_call "
+                                                    f"({self.batch_size * self.train_steps_per_call})")
 
 
 @dataclasses.dataclass(frozen=True)

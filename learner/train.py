@@ -24,19 +24,47 @@ from dqn.health import start_health
 from dqn.progress import write_progress
 from dqn.replay import REPLAY_TABLE, WeightsPublisher, check_table_matches, wait_for_server
 from dqn.runtime import StopSignal
+from learner.feed import BatchFeed
 from learner.stats import ReplayRates
 
 log = logging.getLogger("learner")
 
 
 def make_dataset(config: LearnerConfig, bundle: AgentBundle) -> tf.data.Dataset:
-    """Batches of [batch_size, 2, ...] trajectories; the iterator ends (not hangs) after no_data_timeout_s."""
+    """Batches of [batch_size * train_steps_per_call, 2, ...]; the iterator ends (not hangs) after no_data_timeout_s."""
     buffer = reverb_replay_buffer.ReverbReplayBuffer(
         bundle.agent.collect_data_spec, REPLAY_TABLE, sequence_length=SEQUENCE_LENGTH,
         server_address=config.replay_address, rate_limiter_timeout_ms=int(config.no_data_timeout_s * 1000))
-    dataset = buffer.as_dataset(sample_batch_size=config.batch_size, num_steps=SEQUENCE_LENGTH,
-                                num_parallel_calls=config.num_parallel_calls)
+    dataset = buffer.as_dataset(sample_batch_size=config.batch_size * config.train_steps_per_call,
+                                num_steps=SEQUENCE_LENGTH, num_parallel_calls=config.num_parallel_calls)
     return dataset.prefetch(config.prefetch)
+
+
+def make_train_fn(bundle: AgentBundle, batch_size: int, steps_per_call: int):
+    """A graph function running `steps_per_call` SGD steps on consecutive slices of one sampled batch.
+
+    Several steps per call amortize the Python -> TF dispatch that dominates a small network's step.
+    Returns the loss of the last step.
+    """
+    agent = bundle.agent
+    if steps_per_call == 1:
+        train_once = common.function(agent.train)
+        return lambda experience: train_once(experience).loss
+
+    @common.function(autograph=True)
+    def train_many(experience):
+        loss = tf.constant(0.0)
+        for i in tf.range(steps_per_call):
+            batch = tf.nest.map_structure(lambda t, i=i: t[i * batch_size:(i + 1) * batch_size], experience)
+            loss = agent.train(batch).loss
+        return loss
+
+    return train_many
+
+
+def crossed(before: int, after: int, interval: int) -> bool:
+    """True if a multiple of `interval` lies in (before, after] (steps advance by train_steps_per_call)."""
+    return after // interval > before // interval
 
 
 def export_policy(bundle: AgentBundle, directory: str, step: int) -> None:
@@ -64,7 +92,7 @@ class Learner:
             ckpt_dir=os.path.join(self.summary_dir, "checkpoints"), max_to_keep=3,
             agent=self.bundle.agent, train_step=self.bundle.train_step)
         self.checkpointer.initialize_or_restore()
-        self.train = common.function(self.bundle.agent.train)
+        self.train = make_train_fn(self.bundle, config.batch_size, config.train_steps_per_call)
         self.writer = tf.summary.create_file_writer(self.summary_dir)
 
     @property
@@ -95,32 +123,38 @@ class Learner:
                  config.replay_address)
         health.set(True)
         rates = ReplayRates(client, config.rpc_timeout_s)
-        iterator = iter(make_dataset(config, self.bundle))
+        feed = BatchFeed(lambda: make_dataset(config, self.bundle))
         last_time, last_step = time.monotonic(), self.step
+        last_warning = 0.0
         while self.step < config.max_train_steps and not stop.requested:
-            try:
-                experience, _ = next(iterator)
-            except (StopIteration, tf.errors.OutOfRangeError):
-                log.warning("no new data for %.0f s (replay below min size, actors stopped or server down); "
-                            "waiting", config.no_data_timeout_s)
-                with self.writer.as_default(step=self.step):
-                    tf.summary.scalar("replay/no_data_events", 1)
-                iterator = iter(make_dataset(config, self.bundle))
+            experience = feed.get(timeout_s=1.0)
+            if experience is None:
+                waited = time.monotonic() - feed.idle_since
+                if waited >= config.no_data_timeout_s and time.monotonic() - last_warning >= config.no_data_timeout_s:
+                    last_warning = time.monotonic()
+                    log.warning("no new data for %.0f s (replay below min size, actors stopped, or replay server "
+                                "unreachable); waiting", waited)
+                    with self.writer.as_default(step=self.step):
+                        tf.summary.scalar("replay/seconds_without_data", waited)
+                    write_progress(self.summary_dir, train_step=self.step, sgd_steps_per_sec=0.0,
+                                   status=f"no new data for {waited:.0f} s")
                 continue
-            loss_info = self.train(experience)
+            before = self.step
+            loss = self.train(experience)
             step = self.step
-            if step % config.publish_interval == 0:
+            if crossed(before, step, config.publish_interval):
                 self.publish(publisher)
-            if step % config.checkpoint_interval == 0:
+            if crossed(before, step, config.checkpoint_interval):
                 self.save()
-            if config.export_interval and step % config.export_interval == 0:
+            if config.export_interval and crossed(before, step, config.export_interval):
                 export_policy(self.bundle, os.path.join(self.summary_dir, "policy"), step)
-            if step % config.summary_interval == 0:
+            if crossed(before, step, config.summary_interval):
                 now = time.monotonic()
                 sgd_rate = (step - last_step) / max(now - last_time, 1e-9)
                 last_time, last_step = now, step
-                self.write_summaries(experience, loss_info, sgd_rate, rates.measure(), publisher)
+                self.write_summaries(experience, loss, sgd_rate, rates.measure(), publisher)
         log.info("stopping at train step %d (%s)", self.step, stop.signal_name or "max_train_steps reached")
+        feed.close()
         health.set(False)
         self.save()
         self.publish(publisher)
@@ -131,19 +165,22 @@ class Learner:
         health.stop()
         return 0
 
-    def write_summaries(self, experience, loss_info, sgd_rate: float, replay: dict, publisher) -> None:
+    def write_summaries(self, experience, loss, sgd_rate: float, replay: dict, publisher) -> None:
         """losses/*, charts/*, replay/* scalars and the progress file for the launcher."""
         step = self.step
-        q_values, _ = self.bundle.agent._q_network(experience.observation[:, 0], training=False)
+        q_values, _ = self.bundle.agent._q_network(experience.observation[: self.config.batch_size, 0], training=False)
+        if replay.get("inserts_per_sec"):
+            # Uniform sampling from a FIFO buffer: sampled data is on average half a buffer old.
+            replay["mean_data_age_train_steps"] = replay["size"] / 2 / replay["inserts_per_sec"] * sgd_rate
         with self.writer.as_default(step=step):
-            tf.summary.scalar("losses/td_loss", loss_info.loss)
+            tf.summary.scalar("losses/td_loss", loss)
             tf.summary.scalar("charts/mean_q", tf.reduce_mean(tf.reduce_max(q_values, axis=-1)))
             tf.summary.scalar("charts/sgd_steps_per_sec", sgd_rate)
             tf.summary.scalar("charts/epsilon_schedule", epsilon_at(self.config, step))
             tf.summary.scalar("charts/publish_lag", step - max(publisher.published_step, 0))
             for key, value in replay.items():
                 tf.summary.scalar(f"replay/{key}", value)
-        write_progress(self.summary_dir, train_step=step, sgd_steps_per_sec=sgd_rate, loss=float(loss_info.loss),
+        write_progress(self.summary_dir, train_step=step, sgd_steps_per_sec=sgd_rate, loss=float(loss),
                        replay_size=replay.get("size", 0))
 
 
