@@ -78,6 +78,9 @@ class ReplayServerConfig(CommonConfig):
     checkpoint_interval_s: float = setting(300.0, "seconds between periodic replay checkpoints; 0 = only on stop",
                                            ge=0)
     stats_interval_s: float = setting(30.0, "seconds between table statistics log lines", gt=0)
+    on_corrupt_checkpoint: str = setting("fail", "latest replay checkpoint unreadable: fail (exit 1 naming the file) "
+                                                 "or quarantine (move it aside, load the previous one or start empty)",
+                                         choices=("fail", "quarantine"))
 
     def resolved_checkpoint_dir(self) -> str:
         """Where replay checkpoints live."""

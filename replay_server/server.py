@@ -20,6 +20,7 @@ from dqn.errors import BadInput, ServiceError
 from dqn.health import start_health
 from dqn.replay import REPLAY_TABLE, VARIABLES_TABLE, server_info
 from dqn.runtime import StopSignal, ensure_port_free
+from replay_server.recovery import complete_checkpoints, quarantine, unreadable_files
 from replay_server.tables import make_tables, table_mismatches
 
 log = logging.getLogger("replay-server")
@@ -34,20 +35,35 @@ class CorruptCheckpoint(ServiceError):
 
 
 def start_reverb(config: ReplayServerConfig) -> tuple[reverb.Server, list[reverb.Table]]:
-    """Starts Reverb on the configured port, restoring the latest complete checkpoint if any."""
+    """Starts Reverb on the configured port, restoring the latest complete checkpoint if any.
+
+    A checkpoint Reverb cannot load is named (file and reason); with on_corrupt_checkpoint=quarantine it
+    is moved aside and the server starts from the previous complete checkpoint, or empty.
+    """
     ensure_port_free(config.port)
-    tables = make_tables(config, build_agent(config))
+    bundle = build_agent(config)
     checkpoint_dir = config.resolved_checkpoint_dir()
     os.makedirs(checkpoint_dir, exist_ok=True)
-    checkpointer = reverb.checkpointers.DefaultCheckpointer(path=checkpoint_dir)
-    try:
-        server = reverb.Server(tables=tables, port=config.port, checkpointer=checkpointer)
-    except RuntimeError as error:
-        raise CorruptCheckpoint(
-            f"cannot restore the replay checkpoint in {checkpoint_dir}: {error}. Recovery: move the newest "
-            f"directory there aside (e.g. to {checkpoint_dir}.corrupt/) and restart; the server then loads the "
-            "previous complete checkpoint, or starts empty.") from None
-    return server, tables
+    while True:
+        tables = make_tables(config, bundle)
+        checkpointer = reverb.checkpointers.DefaultCheckpointer(path=checkpoint_dir)
+        try:
+            return reverb.Server(tables=tables, port=config.port, checkpointer=checkpointer), tables
+        except RuntimeError as error:
+            complete = complete_checkpoints(checkpoint_dir)
+            if not complete:
+                raise
+            latest = complete[-1]
+            bad = unreadable_files(latest) or [latest]
+            if config.on_corrupt_checkpoint != "quarantine":
+                raise CorruptCheckpoint(
+                    f"replay checkpoint {latest} cannot be loaded ({error}); unreadable: {', '.join(bad)}. "
+                    "Recovery: restart with --on-corrupt-checkpoint quarantine (DQN_ON_CORRUPT_CHECKPOINT) to move "
+                    "it aside and start from the previous complete checkpoint or empty, or restore it from a "
+                    "backup.") from None
+            moved = quarantine(latest)
+            log.error("replay checkpoint %s cannot be loaded (%s; unreadable: %s); quarantined it to %s and "
+                      "starting from the previous complete checkpoint, or empty", latest, error, ", ".join(bad), moved)
 
 
 class CheckpointScheduler:

@@ -1,0 +1,37 @@
+"""Finding and setting aside a corrupt replay checkpoint (Reverb gives no file name and no fallback)."""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import time
+
+import tensorflow as tf
+
+
+def complete_checkpoints(checkpoint_dir: str) -> list[str]:
+    """Checkpoint dirs with a DONE marker, oldest first (names are ISO timestamps, so they sort)."""
+    return sorted(os.path.dirname(done) for done in glob.glob(os.path.join(checkpoint_dir, "*", "DONE")))
+
+
+def unreadable_files(checkpoint_path: str) -> list[str]:
+    """Record files of a checkpoint that do not read back (Reverb writes them ZLIB-compressed)."""
+    bad = []
+    for path in sorted(glob.glob(os.path.join(checkpoint_path, "*.tfrecord"))):
+        try:
+            for _ in tf.data.TFRecordDataset(path, compression_type="ZLIB"):
+                pass
+        except (tf.errors.DataLossError, tf.errors.InvalidArgumentError):
+            bad.append(path)
+    return bad
+
+
+def quarantine(checkpoint_path: str) -> str:
+    """Moves a checkpoint dir to `<checkpoint_dir>.quarantine/` (kept for inspection, never loaded)."""
+    parent = os.path.dirname(checkpoint_path.rstrip("/"))
+    target_dir = parent.rstrip("/") + ".quarantine"
+    os.makedirs(target_dir, exist_ok=True)
+    target = os.path.join(target_dir, f"{os.path.basename(checkpoint_path)}-{int(time.time())}")
+    shutil.move(checkpoint_path, target)
+    return target
