@@ -19,8 +19,9 @@ from dqn.config import ActorConfig
 from dqn.envs import GymnasiumVectorEnvironment
 from dqn.health import start_health
 from dqn.progress import EpisodeStats, write_progress
-from dqn.replay import WeightsPuller, check_table_matches, wait_for_server
+from dqn.replay import check_table_matches, wait_for_server
 from dqn.runtime import StopSignal
+from dqn.weights import WeightsPuller
 
 log = logging.getLogger("actor")
 

@@ -7,7 +7,8 @@ import time
 import reverb
 
 from dqn.health import check
-from dqn.replay import REPLAY_TABLE, VARIABLES_TABLE, fetch_weights, server_info
+from dqn.replay import REPLAY_TABLE, VARIABLES_TABLE, server_info
+from dqn.weights import fetch_weights
 
 
 def _counts(info) -> tuple[int, int]:

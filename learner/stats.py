@@ -19,6 +19,7 @@ class ReplayRates:
         self._client = client
         self._timeout_s = timeout_s
         self._last: tuple[float, int, int] | None = None
+        self.last_insert_time = time.monotonic()
 
     def measure(self) -> dict[str, float]:
         """{size, inserts_per_sec, samples_per_sec, samples_per_insert}; {} if the server did not answer."""
@@ -38,5 +39,8 @@ class ReplayRates:
             values["inserts_per_sec"] = new_inserts / elapsed
             values["samples_per_sec"] = new_samples / elapsed
             values["samples_per_insert"] = new_samples / max(new_inserts, 1)
+            if new_inserts > 0:
+                self.last_insert_time = now
+        values["seconds_since_insert"] = now - self.last_insert_time
         self._last = (now, inserts, samples)
         return values

@@ -22,8 +22,9 @@ from dqn.agent import AgentBundle, build_agent, epsilon_at
 from dqn.config import SEQUENCE_LENGTH, LearnerConfig
 from dqn.health import start_health
 from dqn.progress import write_progress
-from dqn.replay import REPLAY_TABLE, WeightsPublisher, check_table_matches, wait_for_server
+from dqn.replay import REPLAY_TABLE, check_table_matches, wait_for_server
 from dqn.runtime import StopSignal
+from dqn.weights import WeightsPublisher
 from learner.feed import BatchFeed
 from learner.stats import ReplayRates
 
@@ -117,7 +118,7 @@ class Learner:
         client = wait_for_server(config.replay_address, wait_s=config.connect_timeout_s,
                                  call_timeout_s=config.rpc_timeout_s)
         check_table_matches(client, self.bundle, config, role="learner")
-        publisher = WeightsPublisher(config.replay_address)
+        publisher = WeightsPublisher(config.replay_address, config.rpc_timeout_s)
         self.publish(publisher)
         log.info("learner starting at train step %d (max %d); replay at %s", self.step, config.max_train_steps,
                  config.replay_address)
@@ -152,7 +153,12 @@ class Learner:
                 now = time.monotonic()
                 sgd_rate = (step - last_step) / max(now - last_time, 1e-9)
                 last_time, last_step = now, step
-                self.write_summaries(experience, loss, sgd_rate, rates.measure(), publisher)
+                replay = rates.measure()
+                self.write_summaries(experience, loss, sgd_rate, replay, publisher)
+                stalled = replay.get("seconds_since_insert", 0.0)
+                if stalled >= config.no_data_timeout_s and time.monotonic() - last_warning >= config.no_data_timeout_s:
+                    last_warning = time.monotonic()
+                    log.warning("no new data inserted for %.0f s (actors stopped?); training on stored data", stalled)
         log.info("stopping at train step %d (%s)", self.step, stop.signal_name or "max_train_steps reached")
         feed.close()
         health.set(False)

@@ -131,3 +131,71 @@ def replay_server_factory(spawn: Callable[..., RoleProcess], tmp_path: Path) -> 
         return ReplayServer(spawn, root or tmp_path / "run", *extra, port=port)
 
     return _start
+
+
+#: Small, fast settings shared by the multi-process tests.
+FAST_FLAGS = ("--replay-min-size", "200", "--fc-layer-params", "32")
+
+
+class System:
+    """Replay server + learner + actors + evaluator as real processes under one run dir."""
+
+    def __init__(self, spawn: Callable[..., RoleProcess], replay_server_factory: Callable[..., ReplayServer],
+                 root: Path, *server_flags: str):
+        self.spawn = spawn
+        self.factory = replay_server_factory
+        self.root = root
+        self.server_flags = (*FAST_FLAGS, *server_flags)
+        self.server = replay_server_factory(*self.server_flags, root=root)
+        self.roles: dict[str, RoleProcess] = {}
+
+    def common(self) -> list[str]:
+        return ["--root-dir", str(self.root), "--replay-address", self.server.address, *FAST_FLAGS]
+
+    def start_learner(self, *flags: str) -> RoleProcess:
+        self.roles["learner"] = self.spawn(
+            "learner", *self.common(), "--max-train-steps", "1000000", "--publish-interval", "25",
+            "--summary-interval", "25", "--checkpoint-interval", "200", "--no-data-timeout-s", "3", *flags,
+            name="learner")
+        return self.roles["learner"]
+
+    def start_actor(self, actor_id: int, *flags: str) -> RoleProcess:
+        name = f"actor-{actor_id}"
+        self.roles[name] = self.spawn(
+            "actor", *self.common(), "--actor-id", str(actor_id), "--num-envs", "4", "--warmup-steps", "200",
+            "--summary-interval-s", "1", "--weights-refresh-interval", "40", *flags, name=name)
+        return self.roles[name]
+
+    def start_evaluator(self, *flags: str) -> RoleProcess:
+        self.roles["evaluator"] = self.spawn(
+            "evaluator", *self.common(), "--eval-interval", "50", "--eval-episodes", "3", "--poll-interval-s", "0.5",
+            *flags, name="evaluator")
+        return self.roles["evaluator"]
+
+    def restart_server(self) -> ReplayServer:
+        """Restarts the replay server on the same port and root (restoring its checkpoint)."""
+        self.server = self.factory(*self.server_flags, root=self.root, port=self.server.port)
+        return self.server
+
+    def progress(self, name: str) -> dict:
+        from dqn.progress import read_progress
+
+        return read_progress(str(self.root / name))
+
+    def train_step(self) -> int:
+        return self.progress("learner").get("train_step", 0)
+
+    def items(self, actor: str) -> int:
+        return self.progress(actor).get("items", 0)
+
+    def wait_training(self, at_least: int, timeout_s: float = 120) -> None:
+        wait_until(lambda: self.train_step() >= at_least, timeout_s, f"learner train step >= {at_least}")
+
+    def wait_items(self, actor: str, more_than: int, timeout_s: float = 120) -> None:
+        wait_until(lambda: self.items(actor) > more_than, timeout_s, f"{actor} items > {more_than}")
+
+
+@pytest.fixture
+def system_factory(spawn, replay_server_factory, tmp_path) -> Callable[..., System]:
+    """Builds a System under tmp_path/run (roles started by the test)."""
+    return lambda *server_flags: System(spawn, replay_server_factory, tmp_path / "run", *server_flags)

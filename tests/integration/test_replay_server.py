@@ -11,7 +11,8 @@ from tf_agents.replay_buffers import reverb_replay_buffer, reverb_utils
 from dqn.agent import build_agent, replay_signature, variables_signature
 from dqn.config import CommonConfig
 from dqn.envs import GymnasiumEnvironment
-from dqn.replay import REPLAY_TABLE, VARIABLES_TABLE, publish_weights
+from dqn.replay import REPLAY_TABLE, VARIABLES_TABLE
+from dqn.weights import publish_weights
 from tests.conftest import health_status, run_cli
 
 pytestmark = pytest.mark.integration

@@ -12,7 +12,8 @@ import reverb
 
 from dqn.config import LearnerConfig
 from dqn.progress import read_progress
-from dqn.replay import REPLAY_TABLE, fetch_weights, weights_digest
+from dqn.replay import REPLAY_TABLE
+from dqn.weights import fetch_weights, weights_digest
 from tests.conftest import REPO, free_port, health_status, run_cli, wait_until
 
 pytestmark = pytest.mark.integration

@@ -1,0 +1,227 @@
+"""Policy weights through the `variables` table: publishing (learner) and pulling (actors, evaluator).
+
+Reverb 0.14 puts no deadline on `insert` or `sample` (a sample on an empty table or a dead server
+waits forever). Every such call here runs on a daemon thread under a deadline (`DeadlineCaller`):
+the caller's loop never blocks, a stuck call is abandoned, and the next attempt uses a fresh client.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import reverb
+
+from dqn.agent import POLICY_VARIABLES_KEY, TRAIN_STEP_KEY
+from dqn.replay import VARIABLES_TABLE, server_info
+
+log = logging.getLogger(__name__)
+
+
+class CallTimeout(TimeoutError):
+    """A remote call did not finish within its deadline (it was abandoned on its thread)."""
+
+
+class DeadlineCaller:
+    """Runs calls on daemon threads with a deadline; at most one abandoned call lingers at a time."""
+
+    def __init__(self) -> None:
+        self._stuck: threading.Thread | None = None
+
+    def call(self, fn: Callable[[], Any], timeout_s: float) -> Any:
+        """fn() or CallTimeout; re-raises fn's own exception."""
+        if self._stuck is not None and self._stuck.is_alive():
+            raise CallTimeout("the previous call is still stuck")
+        outcome: dict[str, Any] = {}
+
+        def target() -> None:
+            try:
+                outcome["value"] = fn()
+            except BaseException as error:  # noqa: BLE001 - handed to the caller's thread
+                outcome["error"] = error
+
+        thread = threading.Thread(target=target, name="remote-call", daemon=True)
+        thread.start()
+        thread.join(timeout_s)
+        if thread.is_alive():
+            self._stuck = thread
+            raise CallTimeout(f"no answer within {timeout_s:.0f} s")
+        if "error" in outcome:
+            raise outcome["error"]
+        return outcome.get("value")
+
+
+@dataclasses.dataclass(frozen=True)
+class PublishedWeights:
+    """Policy weights as numpy arrays plus the train step they were published at."""
+
+    variables: list[np.ndarray]
+    train_step: int
+
+    def digest(self) -> str:
+        """Exact fingerprint of the weights (to show two processes hold the same ones)."""
+        return weights_digest(self.variables)
+
+
+def weights_digest(variables: list[np.ndarray]) -> str:
+    """SHA-1 over the raw bytes of each array, in order."""
+    sha = hashlib.sha1()
+    for value in variables:
+        sha.update(np.ascontiguousarray(value).tobytes())
+    return sha.hexdigest()
+
+
+def publish_weights(client: reverb.Client, variables: list[np.ndarray], train_step: int) -> None:
+    """Replaces the single `variables` item (max_size=1, FIFO) with these weights."""
+    client.insert({POLICY_VARIABLES_KEY: list(variables), TRAIN_STEP_KEY: np.int64(train_step)},
+                  priorities={VARIABLES_TABLE: 1.0})
+
+
+def sample_weights(client: reverb.Client) -> PublishedWeights:
+    """The current `variables` item (blocks while the table is empty: call under a deadline)."""
+    sample = next(client.sample(VARIABLES_TABLE, 1, emit_timesteps=False, unpack_as_table_signature=True))
+    # Items written with `insert` are one timestep long: drop that leading axis.
+    return PublishedWeights([np.asarray(v)[0] for v in sample.data[POLICY_VARIABLES_KEY]],
+                            int(np.asarray(sample.data[TRAIN_STEP_KEY])[0]))
+
+
+class WeightsPublisher:
+    """Publishes weights from a daemon thread, newest wins: a stuck insert never stalls training."""
+
+    def __init__(self, address: str, timeout_s: float):
+        self._address = address
+        self._timeout_s = timeout_s
+        self._pending: PublishedWeights | None = None
+        self._condition = threading.Condition()
+        self._busy = False
+        self.published_step = -1
+        self.failures = 0
+        threading.Thread(target=self._run, name="weights-publisher", daemon=True).start()
+
+    def submit(self, variables: list[np.ndarray], train_step: int) -> None:
+        """Queues weights for publishing (replacing any not yet sent); returns immediately."""
+        with self._condition:
+            self._pending = PublishedWeights(variables, train_step)
+            self._condition.notify()
+
+    def wait_idle(self, timeout_s: float) -> bool:
+        """Waits until everything submitted was published (or given up); False on timeout."""
+        deadline = time.monotonic() + timeout_s
+        with self._condition:
+            while self._pending is not None or self._busy:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._condition.wait(remaining)
+        return True
+
+    def _run(self) -> None:
+        caller, client = DeadlineCaller(), reverb.Client(self._address)
+        while True:
+            with self._condition:
+                while self._pending is None:
+                    self._condition.wait()
+                weights, self._pending, self._busy = self._pending, None, True
+            try:
+                caller.call(lambda w=weights, c=client: publish_weights(c, w.variables, w.train_step), self._timeout_s)
+                self.published_step = weights.train_step
+            except Exception as error:  # noqa: BLE001 - keep training; the next publish retries
+                self.failures += 1
+                if isinstance(error, CallTimeout):
+                    client = reverb.Client(self._address)
+                log.warning("publishing weights of step %d failed (%s); the next publish retries",
+                            weights.train_step, error)
+            with self._condition:
+                self._busy = False
+                self._condition.notify_all()
+
+
+class WeightsPuller:
+    """Fetches the latest published weights on a daemon thread; the caller never blocks.
+
+    `latest()` returns the newest weights not yet handed out (or None). `status` says what the
+    puller is doing ("waiting for first weights", "replay unreachable", "ok").
+    """
+
+    def __init__(self, address: str, timeout_s: float, min_interval_s: float = 0.5):
+        self._address = address
+        self._timeout_s = timeout_s
+        self._min_interval_s = min_interval_s
+        self._wanted = threading.Event()
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._latest: PublishedWeights | None = None
+        self._last_step = -1
+        self.status = "waiting for first weights"
+        self.failures = 0
+        threading.Thread(target=self._run, name="weights-puller", daemon=True).start()
+        self._wanted.set()
+
+    def request(self) -> None:
+        """Asks for a refresh; returns immediately."""
+        self._wanted.set()
+
+    def latest(self) -> PublishedWeights | None:
+        """Newest weights fetched since the last call, or None."""
+        with self._lock:
+            weights, self._latest = self._latest, None
+        return weights
+
+    def close(self) -> None:
+        """Stops the thread (a call stuck in Reverb is abandoned with its daemon thread)."""
+        self._stop.set()
+        self._wanted.set()
+
+    def _fetch(self, client: reverb.Client) -> PublishedWeights | None:
+        if server_info(client, self._timeout_s)[VARIABLES_TABLE].current_size == 0:
+            return None
+        return sample_weights(client)
+
+    def _run(self) -> None:
+        caller, client = DeadlineCaller(), reverb.Client(self._address)
+        while not self._stop.is_set():
+            self._wanted.wait()
+            self._wanted.clear()
+            if self._stop.is_set():
+                return
+            try:
+                weights = caller.call(lambda c=client: self._fetch(c), self._timeout_s)
+            except Exception as error:  # noqa: BLE001 - any failure keeps the current weights and retries
+                self.failures += 1
+                self.status = "replay unreachable"
+                if isinstance(error, CallTimeout):
+                    client = reverb.Client(self._address)
+                log.warning("weight refresh from %s failed (%s); keeping current weights", self._address, error)
+                self._wanted.set()
+            else:
+                if weights is None:
+                    self.status = "waiting for first weights"
+                    self._wanted.set()  # keep polling until the learner publishes
+                else:
+                    self.status = "ok"
+                    if weights.train_step != self._last_step:
+                        self._last_step = weights.train_step
+                        with self._lock:
+                            self._latest = weights
+            self._stop.wait(self._min_interval_s)
+
+
+def fetch_weights(address: str, timeout_s: float) -> PublishedWeights | None:
+    """The currently published weights, or None if there are none within `timeout_s` (never hangs)."""
+    puller = WeightsPuller(address, timeout_s)
+    deadline = time.monotonic() + timeout_s
+    try:
+        while time.monotonic() < deadline:
+            weights = puller.latest()
+            if weights is not None:
+                return weights
+            time.sleep(0.05)
+        return None
+    finally:
+        puller.close()
