@@ -98,6 +98,10 @@ class Actor:
             self.maybe_summarize()
             self._notice("replay inserts held back for %.0f s in total (learner behind or server down)",
                          self.throttled_s)
+            # After a network cut the server may have dropped its side of the connection while ours still looks
+            # open, so the writers would wait for confirmations forever. A deadline-bound RPC on the same
+            # channel draws a reset; gRPC reconnects and the writers resend what was not confirmed.
+            self.puller.request()
             if self.stop.requested:
                 return
 

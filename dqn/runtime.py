@@ -21,7 +21,7 @@ def quiet_tensorflow() -> None:
 def setup_logging(role: str) -> logging.Logger:
     """One line per event, role and PID in every line so interleaved logs stay readable."""
     logging.basicConfig(
-        level=os.environ.get("DQN_LOG_LEVEL_OVERRIDE", "INFO"),
+        level=os.environ.get("LOG_LEVEL", "INFO"),  # not DQN_*: that prefix is reserved for config fields
         format=f"%(asctime)s {role}[%(process)d] %(levelname)s %(message)s",
         datefmt="%H:%M:%S",
         stream=sys.stderr,

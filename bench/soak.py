@@ -1,0 +1,109 @@
+"""Soak (RELIABILITY L1): the whole system for N minutes, one actor killed (-9) and restarted periodically.
+
+Prints kills vs restarts, train steps before/after each kill, and an RSS trend per role (least-squares
+slope in MiB/min over the second half, so start-up growth is not counted).
+
+Run: python bench/soak.py [--minutes 10] [--kill-every-s 60]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np  # noqa: E402
+import portpicker  # noqa: E402
+import psutil  # noqa: E402
+
+from dqn.progress import read_progress  # noqa: E402
+
+FLAGS = ["--replay-max-size", "50000", "--samples-per-insert", "16"]
+
+
+def start(role: str, root: str, *flags: str) -> subprocess.Popen:
+    """A role process logging to <root>/logs/<role>.log."""
+    os.makedirs(os.path.join(root, "logs"), exist_ok=True)
+    log = open(os.path.join(root, "logs", f"{role}-{time.time():.0f}.log"), "wb")  # noqa: SIM115
+    return subprocess.Popen([sys.executable, "-m", "launcher", role.split("#")[0], "--root-dir", root, *FLAGS, *flags],
+                            stdout=log, stderr=subprocess.STDOUT)
+
+
+def slope_mib_per_min(samples: list[tuple[float, float]]) -> float:
+    """Least-squares RSS slope over the second half of the run."""
+    half = samples[len(samples) // 2:]
+    if len(half) < 3:
+        return float("nan")
+    t = np.array([s[0] for s in half]) / 60
+    rss = np.array([s[1] for s in half]) / 2**20
+    return float(np.polyfit(t, rss, 1)[0])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--minutes", type=float, default=10.0)
+    parser.add_argument("--kill-every-s", type=float, default=60.0)
+    args = parser.parse_args()
+    root = tempfile.mkdtemp(prefix="soak-")
+    port, health = portpicker.pick_unused_port(), portpicker.pick_unused_port()
+    address = ["--replay-address", f"localhost:{port}"]
+    roles = {"replay-server": start("replay-server", root, "--port", str(port), "--health-port", str(health),
+                                    "--checkpoint-interval-s", "120")}
+    time.sleep(8)
+    roles["learner"] = start("learner", root, *address, "--max-train-steps", "100000000", "--export-interval", "0")
+    for i in range(2):
+        roles[f"actor-{i}"] = start("actor", root, *address, "--actor-id", str(i))
+    roles["evaluator"] = start("evaluator", root, *address, "--eval-interval", "2000")
+
+    started = time.monotonic()
+    rss: dict[str, list[tuple[float, float]]] = {name: [] for name in roles}
+    kills, restarts, events = 0, 0, []
+    next_kill = started + args.kill_every_s
+    while time.monotonic() - started < args.minutes * 60:
+        now = time.monotonic() - started
+        for name, process in roles.items():
+            if process.poll() is None:
+                rss[name].append((now, psutil.Process(process.pid).memory_info().rss))
+        crashed = [n for n, p in roles.items() if p.poll() is not None]
+        if crashed:
+            print(f"CRASHED: {crashed}")
+            break
+        if time.monotonic() >= next_kill:
+            victim = f"actor-{kills % 2}"
+            before = read_progress(os.path.join(root, "learner")).get("train_step", 0)
+            roles[victim].kill()
+            roles[victim].wait(30)
+            kills += 1
+            time.sleep(5)
+            roles[victim] = start("actor", root, *address, "--actor-id", victim.split("-")[1])
+            restarts += 1
+            time.sleep(20)
+            after = read_progress(os.path.join(root, "learner")).get("train_step", 0)
+            events.append((round(now), victim, before, after))
+            next_kill = time.monotonic() + args.kill_every_s
+        time.sleep(2)
+
+    final_step = read_progress(os.path.join(root, "learner")).get("train_step", 0)
+    for process in roles.values():
+        process.terminate()
+    codes = {name: process.wait(120) for name, process in roles.items()}
+    print(f"soak: {args.minutes:.0f} min, run dir {root}")
+    print(f"kills={kills} restarts={restarts} final_train_step={final_step} exit codes on SIGTERM: {codes}")
+    print("kill events (t_s, victim, learner step before kill, 20 s after restart):")
+    for event in events:
+        print(f"  {event}")
+    print(f"{'role':<14} {'rss start MiB':>14} {'rss end MiB':>12} {'slope MiB/min (2nd half)':>26}")
+    for name, samples in rss.items():
+        if samples:
+            print(f"{name:<14} {samples[0][1] / 2**20:>14.0f} {samples[-1][1] / 2**20:>12.0f} "
+                  f"{slope_mib_per_min(samples):>26.2f}")
+
+
+if __name__ == "__main__":
+    main()
