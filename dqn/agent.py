@@ -47,7 +47,7 @@ def epsilon_at(config: CommonConfig, train_step: int) -> float:
 
 
 def build_agent(config: CommonConfig) -> AgentBundle:
-    """QNetwork + DqnAgent from config, initialized; the same structure in every role."""
+    """QNetwork + DqnAgent (or DdqnAgent) from config, initialized; the same structure in every role."""
     observation_array_spec, action_array_spec, reward_threshold = env_specs(config.env_id)
     observation_spec = tensor_spec.from_spec(observation_array_spec)
     action_spec = tensor_spec.from_spec(action_array_spec)
@@ -56,7 +56,8 @@ def build_agent(config: CommonConfig) -> AgentBundle:
     train_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="train_step")
     epsilon = tf.Variable(config.epsilon_start, dtype=tf.float32, trainable=False, name="epsilon")
     loss = common.element_wise_huber_loss if config.td_loss == "huber" else common.element_wise_squared_loss
-    agent = dqn_agent.DqnAgent(
+    agent_class = dqn_agent.DdqnAgent if config.double_dqn else dqn_agent.DqnAgent
+    agent = agent_class(
         time_step_spec,
         action_spec,
         q_network=network,

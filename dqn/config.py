@@ -36,6 +36,7 @@ class CommonConfig:
     gamma: float = setting(0.99, "discount factor (DQN paper 0.99)", ge=0, le=1)
     td_loss: str = setting("huber", "TD error loss: huber (DQN paper's clipping) or mse (the notebook)",
                            choices=("huber", "mse"))
+    double_dqn: bool = setting(False, "double DQN (van Hasselt et al. 2016): TF-Agents' DdqnAgent")
     target_update_period: int = setting(100, "train steps between target-network updates (notebook: 50)", ge=1)
     target_update_tau: float = setting(1.0, "target update mix; 1.0 = hard copy as in the DQN paper", gt=0, le=1)
     gradient_clipping: float | None = setting(10.0, "global-norm gradient clip; none to disable", gt=0)

@@ -90,8 +90,24 @@ def spawn(tmp_path: Path) -> Iterator[Callable[..., RoleProcess]]:
         return role
 
     yield _spawn
-    for role in started:
-        role.stop()
+    stop_all(started)
+
+
+def stop_all(roles: list[RoleProcess], grace_s: float = 45.0) -> None:
+    """SIGTERM clients together, then the replay servers (as an operator would); SIGKILL what outlives the grace."""
+    clients = [r for r in roles if r.command[0] != "replay-server"]
+    servers = [r for r in roles if r.command[0] == "replay-server"]
+    for group in (clients, servers):
+        for role in group:
+            if role.alive():
+                os.kill(role.pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace_s
+        for role in group:
+            try:
+                role.process.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                role.kill()
+            role._log.close()
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None, timeout_s: float = 120.0) -> subprocess.CompletedProcess:

@@ -1,0 +1,28 @@
+"""Learning with the real CLI and the default hyperparameters, on a bounded budget (the full solve is in bench/)."""
+
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(600)]
+
+RANDOM_POLICY_RETURN = 22  # CartPole-v1 with uniformly random actions averages about 22
+
+
+def test_local_defaults_learn_well_above_random(tmp_path):
+    root = tmp_path / "run"
+    result = subprocess.run(
+        [sys.executable, "-m", "launcher", "local", "--root-dir", str(root), "--seed", "3",
+         "--max-train-steps", "3000", "--eval-interval", "500", "--target-return", "200"],
+        capture_output=True, text=True, cwd=REPO, timeout=540)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    evals = [json.loads(line) for line in (root / "evaluator" / "evals.jsonl").read_text().splitlines()]
+    best = max(e["average_return"] for e in evals)
+    assert best >= 200 > 5 * RANDOM_POLICY_RETURN, evals
+    summary = re.search(r"summary: solved=(\w+) wall_time=([\d.]+)s env_steps=(\d+) train_steps=(\d+)", result.stdout)
+    assert summary and summary.group(1) == "yes" and int(summary.group(4)) > 0
