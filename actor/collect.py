@@ -11,12 +11,11 @@ import time
 
 import numpy as np
 import tensorflow as tf
-from tf_agents.trajectories import time_step as ts
 
 from actor.writer import TrajectoryStreams
-from dqn.agent import AgentBundle, build_agent, epsilon_at
+from dqn.agent import batched_actions, build_agent, epsilon_at
 from dqn.config import ActorConfig
-from dqn.envs import GymnasiumVectorEnvironment
+from dqn.envs import GymnasiumVectorEnvironment, env_specs
 from dqn.health import start_health
 from dqn.progress import EpisodeStats, write_progress
 from dqn.replay import check_table_matches, wait_for_server
@@ -36,16 +35,6 @@ def actor_epsilon(config: ActorConfig, train_step: int) -> float:
     return config.apex_base_epsilon ** (1 + 7 * rank / (config.num_actors - 1))
 
 
-def make_batched_policy(bundle: AgentBundle):
-    """One graph call chooses actions for all envs of this actor with the agent's collect policy."""
-    policy = bundle.agent.collect_policy
-
-    @tf.function(autograph=False)
-    def act(step_type, reward, discount, observation):
-        return policy.action(ts.TimeStep(step_type, reward, discount, observation)).action
-
-    return lambda time_step: act(*time_step).numpy()
-
 
 class Actor:
     """One actor process's state: envs, writer streams, policy weights and counters."""
@@ -57,8 +46,10 @@ class Actor:
         check_table_matches(client, self.bundle, config, role="actor")
         self.seed = config.seed + 10_000 * (config.actor_id + 1)
         self.env = GymnasiumVectorEnvironment(config.env_id, config.num_envs, seed=self.seed)
-        self.streams = TrajectoryStreams(client, config.num_envs)
-        self.act = make_batched_policy(self.bundle)
+        observation_spec, action_spec, _ = env_specs(config.env_id)
+        self.streams = TrajectoryStreams(client, config.num_envs, observation_spec=observation_spec,
+                                         action_spec=action_spec)
+        self.act = batched_actions(self.bundle.agent.collect_policy)
         self.puller = WeightsPuller(config.replay_address, config.rpc_timeout_s)
         self.summary_dir = config.path(f"actor-{config.actor_id}")
         self.writer = tf.summary.create_file_writer(self.summary_dir)

@@ -19,10 +19,19 @@ from dqn.config import SEQUENCE_LENGTH
 from dqn.replay import REPLAY_TABLE
 
 
-class TrajectoryStreams:
-    """Writes a batch of N env steps per call as N independent 2-step trajectory streams."""
+class InvalidItem(ValueError):
+    """A step that does not match the table's specs: refused before anything is sent."""
 
-    def __init__(self, client: reverb.Client, num_envs: int, table: str = REPLAY_TABLE, priority: float = 1.0):
+
+class TrajectoryStreams:
+    """Writes a batch of N env steps per call as N independent 2-step trajectory streams.
+
+    With `observation_spec`/`action_spec` given, every batch is checked against them before any item
+    is created (one bad writer would poison the table: the server does not check signatures).
+    """
+
+    def __init__(self, client: reverb.Client, num_envs: int, table: str = REPLAY_TABLE, priority: float = 1.0,
+                 observation_spec=None, action_spec=None):
         # validate_items=False: with validation on, the writer asks the server for the signature and blocks
         # while the server is down; the actor checks specs against the table once, at start-up.
         self._writers = [client.trajectory_writer(num_keep_alive_refs=SEQUENCE_LENGTH + 1, validate_items=False)
@@ -30,10 +39,29 @@ class TrajectoryStreams:
         self._cached_steps = np.zeros(num_envs, dtype=np.int64)
         self._table = table
         self._priority = priority
+        self._observation_spec = observation_spec
+        self._action_spec = action_spec
         self.items_created = 0
+
+    def _validate(self, observation: np.ndarray, action: np.ndarray) -> None:
+        """Vectorized checks of one batch: observation dtype/shape, action dtype/range, finiteness."""
+        obs_spec, act_spec = self._observation_spec, self._action_spec
+        if obs_spec is not None:
+            expected = (len(self._writers), *obs_spec.shape)
+            if observation.dtype != obs_spec.dtype or observation.shape != expected:
+                raise InvalidItem(f"observation batch {observation.dtype}{observation.shape} does not match the "
+                                  f"table's {obs_spec.dtype}{expected}")
+            if observation.dtype.kind == "f" and not np.isfinite(observation).all():
+                raise InvalidItem("observation batch contains NaN or infinity")
+        if act_spec is not None:
+            if action.dtype != act_spec.dtype or action.shape != (len(self._writers),):
+                raise InvalidItem(f"action batch {action.dtype}{action.shape} does not match {act_spec.dtype}")
+            if action.min() < act_spec.minimum or action.max() > act_spec.maximum:
+                raise InvalidItem(f"actions outside [{act_spec.minimum}, {act_spec.maximum}]: {action}")
 
     def append(self, time_step: ts.TimeStep, action: np.ndarray, next_time_step: ts.TimeStep) -> None:
         """Appends step t of every env: (time_step[i], action[i]) -> next_time_step[i]."""
+        self._validate(next_time_step.observation, action)
         step_type, observation = time_step.step_type, time_step.observation
         next_step_type, reward, discount = next_time_step.step_type, next_time_step.reward, next_time_step.discount
         for i, writer in enumerate(self._writers):

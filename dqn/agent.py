@@ -7,7 +7,9 @@ from the config alone (the env's spaces come from `gym.make`, not from another r
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
+import numpy as np
 import tensorflow as tf
 from tf_agents.agents.dqn import dqn_agent
 from tf_agents.networks import q_network
@@ -72,6 +74,16 @@ def build_agent(config: CommonConfig) -> AgentBundle:
     )
     agent.initialize()
     return AgentBundle(agent, time_step_spec, action_spec, train_step, epsilon, reward_threshold)
+
+
+def batched_actions(policy) -> Callable[[ts.TimeStep], np.ndarray]:
+    """Numpy TimeStep of N envs -> numpy actions, one graph call for the whole batch (stateless policies)."""
+
+    @tf.function(autograph=False)
+    def act(step_type, reward, discount, observation):
+        return policy.action(ts.TimeStep(step_type, reward, discount, observation)).action
+
+    return lambda time_step: act(*time_step).numpy()
 
 
 def replay_signature(bundle: AgentBundle) -> object:

@@ -15,7 +15,7 @@ import numpy as np
 import tensorflow as tf
 from tf_agents.trajectories import time_step as ts
 
-from dqn.agent import AgentBundle, build_agent
+from dqn.agent import batched_actions, build_agent
 from dqn.config import EvaluatorConfig
 from dqn.envs import GymnasiumVectorEnvironment
 from dqn.health import start_health
@@ -25,16 +25,6 @@ from dqn.weights import WeightsPuller
 
 log = logging.getLogger("evaluator")
 
-
-def make_greedy_policy(bundle: AgentBundle):
-    """Batched greedy actions in one graph call."""
-    policy = bundle.agent.policy
-
-    @tf.function(autograph=False)
-    def act(step_type, reward, discount, observation):
-        return policy.action(ts.TimeStep(step_type, reward, discount, observation)).action
-
-    return lambda time_step: act(*time_step).numpy()
 
 
 def evaluate(config: EvaluatorConfig, act, seed: int, stop: StopSignal) -> tuple[float, float]:
@@ -65,7 +55,7 @@ def run(config: EvaluatorConfig) -> int:
     client = wait_for_server(config.replay_address, wait_s=config.connect_timeout_s,
                              call_timeout_s=config.rpc_timeout_s)
     check_table_matches(client, bundle, config, role="evaluator")
-    act = make_greedy_policy(bundle)
+    act = batched_actions(bundle.agent.policy)
     puller = WeightsPuller(config.replay_address, config.rpc_timeout_s)
     summary_dir = config.path("evaluator")
     os.makedirs(summary_dir, exist_ok=True)

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.integration
     ([], {"DQN_REPLAY_MAX_SIZE": "lots"}, "DQN_REPLAY_MAX_SIZE: expected an integer, got 'lots'"),
     ([], {"DQN_NOT_A_SETTING": "1"}, "unknown environment variable DQN_NOT_A_SETTING"),
 ])
-def test_bad_config_exits_2_with_reason(tmp_path, args, env, fragment):
+def test_B1_bad_config_exits_2_with_reason(tmp_path, args, env, fragment):
     result = run_cli("replay-server", "--root-dir", str(tmp_path), "--port", "1", "--health-port", "0", *args, env=env)
     assert result.returncode == 2, result.stderr
     lines = [line for line in result.stderr.splitlines() if line.strip()]
@@ -22,13 +22,13 @@ def test_bad_config_exits_2_with_reason(tmp_path, args, env, fragment):
     assert not (tmp_path / "replay_checkpoints").exists()  # nothing started
 
 
-def test_unknown_flag_exits_2(tmp_path):
+def test_B1_unknown_flag_exits_2(tmp_path):
     result = run_cli("replay-server", "--root-dir", str(tmp_path), "--no-such-flag", "3")
     assert result.returncode == 2
     assert "unrecognized arguments: --no-such-flag" in result.stderr
 
 
-def test_malformed_config_file_exits_2(tmp_path):
+def test_B1_malformed_config_file_exits_2(tmp_path):
     bad = tmp_path / "config.json"
     bad.write_text('{"replay_max_size": 10,')
     result = run_cli("replay-server", "--config", str(bad))

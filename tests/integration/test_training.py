@@ -93,7 +93,7 @@ def test_actor_started_before_learner_waits_visibly_then_collects(spawn, replay_
     wait_until(lambda: progress(root, "actor-0").get("items", 0) > items_while_waiting, 60, "collection to resume")
 
 
-def test_actor_with_other_env_refuses_to_start(replay_server_factory, tmp_path):
+def test_B2_actor_with_other_env_refuses_to_start(replay_server_factory, tmp_path):
     server = replay_server_factory()
     result = run_cli("actor", "--root-dir", str(tmp_path), "--replay-address", server.address,
                      "--env-id", "MountainCar-v0")
@@ -102,7 +102,7 @@ def test_actor_with_other_env_refuses_to_start(replay_server_factory, tmp_path):
     assert reverb.Client(server.address).server_info(timeout=10)[REPLAY_TABLE].current_size == 0
 
 
-def test_unreachable_replay_server_is_a_clear_error(tmp_path):
+def test_B3_unreachable_replay_server_is_a_clear_error(tmp_path):
     port = free_port()
     result = run_cli("learner", "--root-dir", str(tmp_path), "--replay-address", f"localhost:{port}",
                      "--connect-timeout-s", "3")

@@ -87,3 +87,24 @@ def test_no_item_spans_two_episodes(server):
         # but never continue past a boundary: FIRST may only open a window.
         assert step_type[1] != ts.StepType.FIRST
         assert not (step_type[0] == ts.StepType.LAST)
+
+
+def test_bad_batches_are_refused_before_sending(server):
+    from actor.writer import InvalidItem
+    from dqn.envs import env_specs
+
+    observation_spec, action_spec, _ = env_specs("CartPole-v1")
+    writer = TrajectoryStreams(server, NUM_ENVS, table="ours", observation_spec=observation_spec,
+                               action_spec=action_spec)
+    time_step, action, next_time_step = collect_steps(num_steps=2, max_episode_steps=10)[1]
+    writer.append(time_step, action, next_time_step)  # a good batch passes
+    with pytest.raises(InvalidItem, match="actions outside"):
+        writer.append(time_step, action + 5, next_time_step)
+    with pytest.raises(InvalidItem, match="does not match"):
+        writer.append(time_step, action, next_time_step._replace(observation=next_time_step.observation[:, :2]))
+    nan = next_time_step.observation.copy()
+    nan[0, 0] = np.nan
+    with pytest.raises(InvalidItem, match="NaN"):
+        writer.append(time_step, action, next_time_step._replace(observation=nan))
+    writer.flush(timeout_ms=10_000)
+    assert server.server_info(timeout=10)["ours"].current_size == 0  # only 1 step per stream: no item yet
