@@ -93,6 +93,7 @@ class Actor:
             # open, so the writers would wait for confirmations forever. A deadline-bound RPC on the same
             # channel draws a reset; gRPC reconnects and the writers resend what was not confirmed.
             self.puller.request()
+            self._apply_new_weights()  # stay current while held back: the next steps use the newest policy
             if self.stop.requested:
                 return
 

@@ -23,7 +23,7 @@ def replay_server(*flags: str):
     log = open(os.path.join(root, "server.log"), "wb")  # noqa: SIM115
     process = subprocess.Popen([sys.executable, "-m", "launcher", "replay-server", "--root-dir", root,
                                 "--port", str(port), "--health-port", str(health), "--checkpoint-interval-s", "0",
-                                *flags], stdout=log, stderr=subprocess.STDOUT)
+                                "--samples-per-insert", "0", *flags], stdout=log, stderr=subprocess.STDOUT)
     from dqn.health import check
 
     deadline = time.monotonic() + 120

@@ -17,6 +17,10 @@ from tests.conftest import health_status, run_cli
 
 pytestmark = pytest.mark.integration
 
+# These tests write without a learner sampling: a samples-per-insert limiter (on by default) would hold the
+# writes back once inserts run ahead of samples, so the server runs with only a min-size limiter here.
+NO_LIMITER = ("--samples-per-insert", "0")
+
 
 def table_size(address, table=REPLAY_TABLE):
     return reverb.Client(address).server_info(timeout=10)[table].current_size
@@ -34,7 +38,7 @@ def write_with_tf_agents_observer(address, steps):
 
 
 def test_items_from_tf_agents_observer_round_trip_through_as_dataset(replay_server_factory):
-    server = replay_server_factory("--replay-min-size", "10")
+    server = replay_server_factory(*NO_LIMITER, "--replay-min-size", "10")
     bundle = write_with_tf_agents_observer(server.address, steps=200)
     assert table_size(server.address) > 150  # 200 steps minus one per episode start
     buffer = reverb_replay_buffer.ReverbReplayBuffer(
@@ -49,7 +53,7 @@ def test_items_from_tf_agents_observer_round_trip_through_as_dataset(replay_serv
 
 
 def test_signatures_are_identical_in_every_process(replay_server_factory):
-    server = replay_server_factory()
+    server = replay_server_factory(*NO_LIMITER)
     bundle = build_agent(CommonConfig())  # built here, in the test process, from config alone
     info = reverb.Client(server.address).server_info(timeout=10)
     assert info[REPLAY_TABLE].signature == replay_signature(bundle)
@@ -60,7 +64,7 @@ def test_signatures_are_identical_in_every_process(replay_server_factory):
 
 
 def test_sigterm_checkpoints_and_restart_restores(replay_server_factory, tmp_path):
-    server = replay_server_factory("--checkpoint-interval-s", "0")
+    server = replay_server_factory(*NO_LIMITER, "--checkpoint-interval-s", "0")
     write_with_tf_agents_observer(server.address, steps=120)
     stored = table_size(server.address)
     assert stored > 0
@@ -70,7 +74,7 @@ def test_sigterm_checkpoints_and_restart_restores(replay_server_factory, tmp_pat
     assert len(checkpoints) == 1 and (checkpoints[0] / "DONE").exists()
     assert "SIGTERM received: final checkpoint" in server.process.log()
 
-    restarted = replay_server_factory("--checkpoint-interval-s", "0", port=server.port)
+    restarted = replay_server_factory(*NO_LIMITER, "--checkpoint-interval-s", "0", port=server.port)
     assert table_size(restarted.address) == stored
     assert restarted.process.terminate(timeout_s=60) == 0
 
@@ -79,15 +83,16 @@ def test_sigint_is_a_clean_stop_too(replay_server_factory, tmp_path):
     import os
     import signal
 
-    server = replay_server_factory()
+    server = replay_server_factory(*NO_LIMITER)
     os.kill(server.process.pid, signal.SIGINT)
     assert server.process.process.wait(60) == 0
     assert list(pathlib.Path(tmp_path / "run" / "replay_checkpoints").glob("*/DONE"))
 
 
 def test_second_server_on_busy_port_refuses(replay_server_factory, tmp_path):
-    server = replay_server_factory()
-    result = run_cli("replay-server", "--root-dir", str(tmp_path / "other"), "--port", str(server.port),
+    server = replay_server_factory(*NO_LIMITER)
+    result = run_cli("replay-server", *NO_LIMITER, "--root-dir", str(tmp_path / "other"),
+                     "--port", str(server.port),
                      "--health-port", "0")
     assert result.returncode == 2
     assert f"port {server.port} is already in use" in result.stderr
@@ -95,9 +100,10 @@ def test_second_server_on_busy_port_refuses(replay_server_factory, tmp_path):
 
 
 def test_restored_checkpoint_with_other_config_is_reported(replay_server_factory, tmp_path):
-    server = replay_server_factory()
+    server = replay_server_factory(*NO_LIMITER)
     assert server.process.terminate() == 0
-    result = run_cli("replay-server", "--root-dir", str(tmp_path / "run"), "--port", str(server.port),
+    result = run_cli("replay-server", *NO_LIMITER, "--root-dir", str(tmp_path / "run"),
+                     "--port", str(server.port),
                      "--health-port", "0", "--replay-max-size", "5000")
     assert result.returncode == 2
     assert "replay.max_size is 100000 in the checkpoint, 5000 in the config" in result.stderr
