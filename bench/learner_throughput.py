@@ -30,6 +30,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--fc-layer-params", default="64,64", help="Q-network layers (README figures: 64,64)")
     args = parser.parse_args()
 
     import tensorflow as tf
@@ -41,7 +42,8 @@ def main() -> None:
 
     with replay_server("--replay-min-size", "100") as (address, _):
         fill_replay(address, 20_000)
-        config = LearnerConfig(replay_address=address, batch_size=args.batch_size)
+        layers = tuple(int(n) for n in args.fc_layer_params.split(","))
+        config = LearnerConfig(replay_address=address, batch_size=args.batch_size, fc_layer_params=layers)
         bundle = build_agent(config)
         iterator = iter(make_dataset(config, bundle))
         fixed, _ = next(iterator)
