@@ -127,7 +127,8 @@ class Learner:
         feed = BatchFeed(lambda: make_dataset(config, self.bundle))
         last_time, last_step = time.monotonic(), self.step
         last_warning = 0.0
-        while self.step < config.max_train_steps and not stop.requested:
+        step = self.step  # tracked locally: each train call advances the counter by exactly train_steps_per_call
+        while step < config.max_train_steps and not stop.requested:
             experience = feed.get(timeout_s=1.0)
             if experience is None:
                 waited = time.monotonic() - feed.idle_since
@@ -135,14 +136,14 @@ class Learner:
                     last_warning = time.monotonic()
                     log.warning("no new data for %.0f s (replay below min size, actors stopped, or replay server "
                                 "unreachable); waiting", waited)
-                    with self.writer.as_default(step=self.step):
+                    with self.writer.as_default(step=step):
                         tf.summary.scalar("replay/seconds_without_data", waited)
-                    write_progress(self.summary_dir, train_step=self.step, sgd_steps_per_sec=0.0,
+                    write_progress(self.summary_dir, train_step=step, sgd_steps_per_sec=0.0,
                                    status=f"no new data for {waited:.0f} s")
                 continue
-            before = self.step
+            before = step
             loss = self.train(experience)
-            step = self.step
+            step = before + config.train_steps_per_call
             if crossed(before, step, config.publish_interval):
                 self.publish(publisher)
             if crossed(before, step, config.checkpoint_interval):
