@@ -5,7 +5,6 @@ Weight publishing and pulling live in `dqn.weights`.
 
 from __future__ import annotations
 
-import logging
 import time
 from typing import Any
 
@@ -18,7 +17,6 @@ from dqn.errors import BadInput, ServiceError
 REPLAY_TABLE = "replay"
 VARIABLES_TABLE = "variables"
 
-log = logging.getLogger(__name__)
 
 
 class ReplayUnreachable(ServiceError):
