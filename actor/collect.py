@@ -15,7 +15,7 @@ import tensorflow as tf
 from actor.writer import TrajectoryStreams
 from dqn.agent import batched_actions, build_agent, epsilon_at
 from dqn.config import ActorConfig
-from dqn.envs import GymnasiumVectorEnvironment, env_specs
+from dqn.envs import EnvOptions, GymnasiumVectorEnvironment, env_specs
 from dqn.health import start_health
 from dqn.progress import EpisodeStats, write_progress
 from dqn.replay import check_table_matches, wait_for_server
@@ -45,11 +45,12 @@ class Actor:
         self.bundle = build_agent(config)
         check_table_matches(client, self.bundle, config, role="actor")
         self.seed = config.seed + 10_000 * (config.actor_id + 1)
-        self.env = GymnasiumVectorEnvironment(config.env_id, config.num_envs, seed=self.seed)
-        observation_spec, action_spec, _ = env_specs(config.env_id)
+        options = EnvOptions.from_config(config)
+        self.env = GymnasiumVectorEnvironment(config.env_id, config.num_envs, seed=self.seed, options=options)
+        observation_spec, action_spec, _ = env_specs(config.env_id, options)
         self.streams = TrajectoryStreams(client, config.num_envs, observation_spec=observation_spec,
-                                         action_spec=action_spec)
-        self.act = batched_actions(self.bundle.agent.collect_policy)
+                                         action_spec=action_spec, sequence_length=config.sequence_length())
+        self.act = batched_actions(self.bundle.agent.collect_policy, config.num_envs)
         self.puller = WeightsPuller(config.replay_address, config.rpc_timeout_s)
         self.summary_dir = config.path(f"actor-{config.actor_id}")
         self.writer = tf.summary.create_file_writer(self.summary_dir)

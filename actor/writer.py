@@ -1,26 +1,59 @@
-"""One 2-step trajectory stream per environment, item for item what TF-Agents' observer writes.
+"""One trajectory stream per environment, item for item what TF-Agents' observer writes.
 
 TF-Agents' `ReverbAddTrajectoryObserver` rejects batched trajectories, so a batched actor needs
 its own writer. The semantics copied here (and checked against the observer in a test): append
-every step; once >= 2 steps are cached, each new step creates an item of the last 2; after a
-boundary step (LAST -> FIRST) the cache restarts, so no item spans two episodes.
+every step; once >= L steps are cached (L = 2, or n + 1 for n-step returns), each new step creates an
+item of the last L; after a boundary step (LAST -> FIRST) the cache restarts, so no item spans two episodes.
 """
 
 from __future__ import annotations
 
+import ctypes
 import time
 
 import numpy as np
 import reverb
+from reverb import structured_writer
 from tf_agents.trajectories import time_step as ts
 from tf_agents.trajectories import trajectory
 
 from dqn.config import SEQUENCE_LENGTH
 from dqn.replay import REPLAY_TABLE
 
+#: Envs per StructuredWriter (see TrajectoryStreams.__init__ for why groups stay this small).
+ENVS_PER_WRITER = 8
+#: Steps a chunk may span. StructuredWriter sizes its chunks by its longest pattern (here 2 steps): chunks that
+#: short cost the replay server ~4.5 KB per CartPole transition; 8-step chunks ~2.5 KB (bench/scaling.py).
+CHUNK_STEPS = 8
+#: Fields of one appended step per env, column-major in the flat step: the 6 Trajectory leaves + segment length.
+_FIELDS = 7
+
 
 class InvalidItem(ValueError):
     """A step that does not match the table's specs: refused before anything is sent."""
+
+
+def _stream_configs(num_envs: int, table: str, priority: float, length: int) -> list:
+    """StructuredWriter configs for `num_envs` streams in one flat step.
+
+    Env i's item is its last `length` steps, made when its current episode segment holds >= `length`
+    steps: the per-env rule of ReverbAddTrajectoryObserver.
+    """
+    ref = structured_writer.create_reference_step([None] * (_FIELDS * num_envs))
+    segment = structured_writer.Condition.data([None] * (_FIELDS * num_envs))
+    configs = []
+    for i in range(num_envs):
+        leaf = [ref[field * num_envs + i][-length:] for field in range(_FIELDS - 1)]
+        pattern = trajectory.Trajectory(step_type=leaf[0], observation=leaf[1], action=leaf[2], policy_info=(),
+                                        next_step_type=leaf[3], reward=leaf[4], discount=leaf[5])
+        configs.append(structured_writer.create_config(
+            pattern, table, conditions=[segment[(_FIELDS - 1) * num_envs + i] >= length],
+            priority=structured_writer.constant_priority_fn(priority)))
+    # A pattern that never fires (step_index < 0), only so the writer keeps CHUNK_STEPS steps alive per column
+    # and may build chunks that long; the backpressure flush still finalizes chunks early when it must.
+    configs.append(structured_writer.create_config(
+        [ref[0][-max(CHUNK_STEPS, length):]], table, conditions=[structured_writer.Condition.step_index() < 0]))
+    return configs
 
 
 class TrajectoryStreams:
@@ -31,14 +64,18 @@ class TrajectoryStreams:
     """
 
     def __init__(self, client: reverb.Client, num_envs: int, table: str = REPLAY_TABLE, priority: float = 1.0,
-                 observation_spec=None, action_spec=None):
-        # validate_items=False: with validation on, the writer asks the server for the signature and blocks
-        # while the server is down; the actor checks specs against the table once, at start-up.
-        self._writers = [client.trajectory_writer(num_keep_alive_refs=SEQUENCE_LENGTH + 1, validate_items=False)
-                         for _ in range(num_envs)]
+                 observation_spec=None, action_spec=None, sequence_length: int = SEQUENCE_LENGTH):
+        # Reverb's StructuredWriter makes the items in C++ from patterns and conditions: one Python `append` per
+        # group of envs per step instead of an append plus a create_item per env (those two took ~70 % of an
+        # actor step). Groups stay small because Reverb logs "pending items is alarmingly high" on every append
+        # once a writer holds ~60 unconfirmed items (max_pending_items * group + group must stay below that).
+        self._sequence_length = sequence_length  # n + 1 steps per item (n-step returns)
+        self._num_envs = num_envs
+        self._groups = [slice(start, min(start + ENVS_PER_WRITER, num_envs))
+                        for start in range(0, num_envs, ENVS_PER_WRITER)]
+        self._writers = [client.structured_writer(_stream_configs(group.stop - group.start, table, priority,
+                                                                  sequence_length)) for group in self._groups]
         self._cached_steps = np.zeros(num_envs, dtype=np.int64)
-        self._table = table
-        self._priority = priority
         self._observation_spec = observation_spec
         self._action_spec = action_spec
         self.items_created = 0
@@ -47,14 +84,14 @@ class TrajectoryStreams:
         """Vectorized checks of one batch: observation dtype/shape, action dtype/range, finiteness."""
         obs_spec, act_spec = self._observation_spec, self._action_spec
         if obs_spec is not None:
-            expected = (len(self._writers), *obs_spec.shape)
+            expected = (self._num_envs, *obs_spec.shape)
             if observation.dtype != obs_spec.dtype or observation.shape != expected:
                 raise InvalidItem(f"observation batch {observation.dtype}{observation.shape} does not match the "
                                   f"table's {obs_spec.dtype}{expected}")
             if observation.dtype.kind == "f" and not np.isfinite(observation).all():
                 raise InvalidItem("observation batch contains NaN or infinity")
         if act_spec is not None:
-            if action.dtype != act_spec.dtype or action.shape != (len(self._writers),):
+            if action.dtype != act_spec.dtype or action.shape != (self._num_envs,):
                 raise InvalidItem(f"action batch {action.dtype}{action.shape} does not match {act_spec.dtype}")
             if action.min() < act_spec.minimum or action.max() > act_spec.maximum:
                 raise InvalidItem(f"actions outside [{act_spec.minimum}, {act_spec.maximum}]: {action}")
@@ -62,36 +99,29 @@ class TrajectoryStreams:
     def append(self, time_step: ts.TimeStep, action: np.ndarray, next_time_step: ts.TimeStep) -> None:
         """Appends step t of every env: (time_step[i], action[i]) -> next_time_step[i]."""
         self._validate(next_time_step.observation, action)
-        step_type, observation = time_step.step_type, time_step.observation
-        next_step_type, reward, discount = next_time_step.step_type, next_time_step.reward, next_time_step.discount
-        for i, writer in enumerate(self._writers):
-            writer.append(trajectory.Trajectory(
-                step_type=step_type[i], observation=observation[i], action=action[i], policy_info=(),
-                next_step_type=next_step_type[i], reward=reward[i], discount=discount[i]))
-            self._cached_steps[i] += 1
-            if self._cached_steps[i] >= SEQUENCE_LENGTH:
-                history = writer.history
-                writer.create_item(self._table, self._priority, trajectory.Trajectory(
-                    step_type=history.step_type[-SEQUENCE_LENGTH:],
-                    observation=history.observation[-SEQUENCE_LENGTH:],
-                    action=history.action[-SEQUENCE_LENGTH:],
-                    policy_info=(),
-                    next_step_type=history.next_step_type[-SEQUENCE_LENGTH:],
-                    reward=history.reward[-SEQUENCE_LENGTH:],
-                    discount=history.discount[-SEQUENCE_LENGTH:]))
-                self.items_created += 1
-            if step_type[i] == ts.StepType.LAST:  # this step was the boundary LAST -> FIRST
-                self._cached_steps[i] = 0
+        step_type = time_step.step_type
+        # Steps of each env's current episode segment including this one: the item condition (>= L) in C++.
+        cached = self._cached_steps + 1
+        columns = (step_type, time_step.observation, action, next_time_step.step_type, next_time_step.reward,
+                   next_time_step.discount, cached)
+        for group, writer in zip(self._groups, self._writers, strict=True):
+            # Column-major flat step (field by field, env by env): iterating an array yields its rows as numpy
+            # scalars/arrays of the right dtype without any per-value conversion in Python.
+            writer.append([value for column in columns for value in column[group]])
+        self.items_created += int(np.count_nonzero(cached >= self._sequence_length))
+        # After a boundary step (LAST -> FIRST) the segment restarts, so no item spans two episodes.
+        self._cached_steps = np.where(step_type == ts.StepType.LAST, 0, cached)
 
     def wait_for_server(self, max_pending_per_stream: int, timeout_ms: int) -> bool:
-        """Backpressure: waits until each stream has at most this many unconfirmed items.
+        """Backpressure: waits until the streams hold at most this many unconfirmed items each (on average).
 
         The replay rate limiter holds inserts back while the learner is behind; without this wait the
         writers would queue items in memory without bound. False if the deadline passed first.
         """
         try:
-            for writer in self._writers:
-                writer.flush(block_until_num_items=max_pending_per_stream, timeout_ms=timeout_ms)
+            for group, writer in zip(self._groups, self._writers, strict=True):
+                writer.flush(block_until_num_items=max_pending_per_stream * (group.stop - group.start),
+                             timeout_ms=timeout_ms)
         except reverb.errors.DeadlineExceededError:
             return False
         return True
@@ -108,14 +138,22 @@ class TrajectoryStreams:
         are dropped: they were never stored, so nothing stored is lost.
         """
         deadline = time.monotonic() + timeout_ms / 1000
+        confirmed = False
         try:
             for writer in self._writers:
                 remaining_ms = int((deadline - time.monotonic()) * 1000)
                 if remaining_ms <= 0:
                     break
                 writer.flush(timeout_ms=remaining_ms)
+            else:
+                confirmed = True
         except reverb.errors.DeadlineExceededError:
             pass
         finally:
-            for writer in self._writers:
-                writer.close()
+            # A StructuredWriter has no close(), and freeing one that still holds unconfirmed items waits for them
+            # forever with the GIL held (Reverb 0.14): such writers are kept alive on purpose, never freed, even at
+            # exit; the process's exit drops their connections. Writers with everything confirmed are freed.
+            if not confirmed:
+                for writer in self._writers:
+                    ctypes.pythonapi.Py_IncRef(ctypes.py_object(writer))
+            self._writers = []

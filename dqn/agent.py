@@ -12,13 +12,14 @@ from collections.abc import Callable
 import numpy as np
 import tensorflow as tf
 from tf_agents.agents.dqn import dqn_agent
-from tf_agents.networks import q_network
+from tf_agents.networks import q_network, q_rnn_network
 from tf_agents.specs import tensor_spec
 from tf_agents.trajectories import time_step as ts
 from tf_agents.utils import common
 
-from dqn.config import SEQUENCE_LENGTH, CommonConfig
-from dqn.envs import env_specs
+from dqn.config import CommonConfig
+from dqn.configuration import ConfigError
+from dqn.envs import EnvOptions, env_specs
 
 #: Keys of the single item in the `variables` table.
 POLICY_VARIABLES_KEY = "policy_variables"
@@ -35,6 +36,7 @@ class AgentBundle:
     train_step: tf.Variable
     epsilon: tf.Variable
     reward_threshold: float | None
+    sequence_length: int
 
     @property
     def policy_variables(self) -> list[tf.Variable]:
@@ -48,13 +50,49 @@ def epsilon_at(config: CommonConfig, train_step: int) -> float:
     return config.epsilon_start + fraction * (config.epsilon_end - config.epsilon_start)
 
 
+def check_network_input(config: CommonConfig, observation_spec) -> None:
+    """Conv layers need image observations (H, W, C) and images need conv layers; ConfigError otherwise."""
+    image = len(observation_spec.shape) == 3
+    if config.conv_layer_params is not None and not image:
+        raise ConfigError("conv_layer_params", f"needs image observations (height, width, channels); env "
+                                               f"{config.env_id!r} observes shape {observation_spec.shape}: "
+                                               "leave it unset (none) for an MLP")
+    if config.conv_layer_params is None and image:
+        raise ConfigError("conv_layer_params", f"env {config.env_id!r} observes images {observation_spec.shape}: "
+                                               "set conv layers, e.g. 32,8,4,64,4,2,64,3,1 (or --preset breakout)")
+
+
+def conv_network_kwargs(config: CommonConfig) -> dict:
+    """QNetwork arguments of a conv net (none for an MLP): uint8 observations are scaled to [0, 1] in the network.
+
+    Scaling inside the network (the book's Lambda preprocessing layer) lets observations travel and sit in
+    replay as uint8, a quarter of float32's bytes.
+    """
+    if config.conv_layer_params is None:
+        return {}
+    scale = tf.keras.layers.Lambda(lambda observation: tf.cast(observation, tf.float32) / 255.0)
+    return {"preprocessing_layers": scale, "conv_layer_params": config.conv_layers()}
+
+
+def make_q_network(config: CommonConfig, observation_spec, action_spec):
+    """QNetwork (MLP or conv), or QRnnNetwork when lstm_size is set (dense layers before the LSTM)."""
+    if config.lstm_size:
+        return q_rnn_network.QRnnNetwork(observation_spec, action_spec, input_fc_layer_params=config.fc_layer_params,
+                                         lstm_size=config.lstm_size, output_fc_layer_params=None,
+                                         **conv_network_kwargs(config))
+    return q_network.QNetwork(observation_spec, action_spec, fc_layer_params=config.fc_layer_params,
+                              **conv_network_kwargs(config))
+
+
 def build_agent(config: CommonConfig) -> AgentBundle:
     """QNetwork + DqnAgent (or DdqnAgent) from config, initialized; the same structure in every role."""
-    observation_array_spec, action_array_spec, reward_threshold = env_specs(config.env_id)
+    observation_array_spec, action_array_spec, reward_threshold = env_specs(config.env_id,
+                                                                            EnvOptions.from_config(config))
+    check_network_input(config, observation_array_spec)
     observation_spec = tensor_spec.from_spec(observation_array_spec)
     action_spec = tensor_spec.from_spec(action_array_spec)
     time_step_spec = ts.time_step_spec(observation_spec)
-    network = q_network.QNetwork(observation_spec, action_spec, fc_layer_params=config.fc_layer_params)
+    network = make_q_network(config, observation_spec, action_spec)
     train_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="train_step")
     epsilon = tf.Variable(config.epsilon_start, dtype=tf.float32, trainable=False, name="epsilon")
     loss = common.element_wise_huber_loss if config.td_loss == "huber" else common.element_wise_squared_loss
@@ -70,25 +108,46 @@ def build_agent(config: CommonConfig) -> AgentBundle:
         target_update_period=config.target_update_period,
         target_update_tau=config.target_update_tau,
         gradient_clipping=config.gradient_clipping,
+        n_step_update=config.n_step_update,
         train_step_counter=train_step,
     )
     agent.initialize()
-    return AgentBundle(agent, time_step_spec, action_spec, train_step, epsilon, reward_threshold)
+    return AgentBundle(agent, time_step_spec, action_spec, train_step, epsilon, reward_threshold,
+                       config.sequence_length())
 
 
-def batched_actions(policy) -> Callable[[ts.TimeStep], np.ndarray]:
-    """Numpy TimeStep of N envs -> numpy actions, one graph call for the whole batch (stateless policies)."""
+def batched_actions(policy, batch_size: int | None = None) -> Callable[[ts.TimeStep], np.ndarray]:
+    """Numpy TimeStep of N envs -> numpy actions, one graph call for the whole batch.
+
+    A stateful (RNN) policy keeps one state per env between calls (`batch_size` envs); the network resets
+    an env's state itself when that env's step is FIRST, so episode starts need no bookkeeping here.
+    """
+    if not policy.policy_state_spec:
+        @tf.function(autograph=False)
+        def act(step_type, reward, discount, observation):
+            return policy.action(ts.TimeStep(step_type, reward, discount, observation)).action
+
+        return lambda time_step: act(*time_step).numpy()
+
+    if batch_size is None:
+        raise ValueError("a stateful policy needs batch_size (one policy state per env)")
+    state = [policy.get_initial_state(batch_size)]
 
     @tf.function(autograph=False)
-    def act(step_type, reward, discount, observation):
-        return policy.action(ts.TimeStep(step_type, reward, discount, observation)).action
+    def act_with_state(step_type, reward, discount, observation, policy_state):
+        step = policy.action(ts.TimeStep(step_type, reward, discount, observation), policy_state)
+        return step.action, step.state
 
-    return lambda time_step: act(*time_step).numpy()
+    def act_stateful(time_step: ts.TimeStep) -> np.ndarray:
+        action, state[0] = act_with_state(*time_step, state[0])
+        return action.numpy()
+
+    return act_stateful
 
 
 def replay_signature(bundle: AgentBundle) -> object:
-    """Signature of one replay item: a Trajectory of SEQUENCE_LENGTH consecutive steps of one env."""
-    return tensor_spec.add_outer_dim(tensor_spec.from_spec(bundle.agent.collect_data_spec), SEQUENCE_LENGTH)
+    """Signature of one replay item: a Trajectory of `sequence_length` (n + 1) consecutive steps of one env."""
+    return tensor_spec.add_outer_dim(tensor_spec.from_spec(bundle.agent.collect_data_spec), bundle.sequence_length)
 
 
 def variables_signature(bundle: AgentBundle) -> dict[str, object]:

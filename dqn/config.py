@@ -13,8 +13,10 @@ import socket
 import zlib
 
 from dqn.configuration import ConfigError, setting
+from dqn.presets import PRESET_NAMES
 
-#: Items are 2 consecutive steps = one transition including the next observation (the book's num_steps=2).
+#: Items of the book's setup: 2 consecutive steps = one transition with its next observation (num_steps=2).
+#: With n-step returns items are longer: use `CommonConfig.sequence_length()`.
 SEQUENCE_LENGTH = 2
 
 
@@ -29,17 +31,41 @@ class CommonConfig:
     rpc_timeout_s: float = setting(10.0, "deadline for one remote call to the replay server", gt=0)
     connect_timeout_s: float = setting(120.0, "give up (exit 1) if the replay server does not answer at start "
                                               "within this many seconds", gt=0)
+    preset: str | None = setting(
+        None, "named settings applied below --config/env/flags (dqn/presets.py; breakout = the book's / Nature "
+              "DQN's Atari setup); none = the dataclass defaults", choices=PRESET_NAMES)
+    max_episode_steps: int = setting(0, "truncate episodes after this many agent steps; 0 = the env's own limit "
+                                        "(the book's Breakout: 27000 = ALE-v5's 108k-frame cap)", ge=0)
+    atari_noop_max: int = setting(30, "Atari only: up to this many no-op actions at reset (AtariPreprocessing; "
+                                      "Nature DQN's no-op max 30)", ge=0)
+    atari_frame_skip: int = setting(4, "Atari only: frames per agent action, max-pooled over the last 2 "
+                                       "(AtariPreprocessing; Nature DQN's action repeat 4)", ge=1)
+    atari_screen_size: int = setting(84, "Atari only: observations are resized to this square (Nature DQN: 84)",
+                                     ge=8)
+    atari_grayscale: bool = setting(True, "Atari only: grayscale frames (Nature DQN's luminance channel)")
+    atari_terminal_on_life_loss: bool = setting(
+        False, "Atari only: end an episode at each lost life (Nature DQN did for training; gymnasium's and the "
+               "book's AtariPreprocessing default off)")
+    atari_frame_stack: int = setting(4, "Atari only: last frames stacked as channels (the book's FrameStack4; "
+                                        "Nature DQN's agent history length 4)", ge=1)
+    atari_repeat_action_probability: float = setting(
+        0.25, "Atari only: sticky-action probability (ALE-v5's default, Machado et al. 2018; the book's "
+              "BreakoutNoFrameskip-v4 and Nature DQN: 0)", ge=0, le=1)
+    conv_layer_params: tuple[int, ...] | None = setting(
+        None, "Q-network conv layers as filters,kernel,stride triples, e.g. 32,8,4,64,4,2,64,3,1 (Nature DQN); "
+              "for image observations, uint8 scaled to [0, 1] inside the network; none = an MLP", ge=1)
     fc_layer_params: tuple[int, ...] = setting(
         (256, 256), "Q-network hidden layer sizes (rl-zoo's tuned CartPole DQN net; best peak in our sweep)", ge=1)
-    learning_rate: float = setting(2.5e-4, "Adam learning rate (CleanRL's DQN; 1e-3, the notebook's, collapsed "
-                                           "after peaking below 300 in our CartPole sweep)", gt=0, le=1)
+    learning_rate: float = setting(1e-3, "Adam learning rate (the notebook's 1e-3; fastest CartPole solves in our "
+                                         "sweep once evaluation runs every 100 steps and catches the first peak)",
+                                   gt=0, le=1)
     gamma: float = setting(0.99, "discount factor (DQN paper 0.99)", ge=0, le=1)
     td_loss: str = setting("huber", "TD error loss: huber (DQN paper's clipping) or mse (the notebook)",
                            choices=("huber", "mse"))
     double_dqn: bool = setting(True, "double DQN (van Hasselt et al. 2016, TF-Agents' DdqnAgent): curbs the Q "
                                      "overestimation that drove collapses in our sweep")
-    target_update_period: int = setting(200, "train steps between hard target-network updates (notebook: 50; "
-                                              "shorter periods inflated Q in our sweep)", ge=1)
+    target_update_period: int = setting(100, "train steps between hard target-network updates (notebook: 50; "
+                                              "100 solved CartPole fastest in our sweep, 200 was slower)", ge=1)
     target_update_tau: float = setting(1.0, "target update mix; 1.0 = hard copy as in the DQN paper", gt=0, le=1)
     gradient_clipping: float | None = setting(10.0, "global-norm gradient clip; none to disable", gt=0)
     epsilon_start: float = setting(1.0, "collect-policy epsilon at train step 0", ge=0, le=1)
@@ -54,6 +80,21 @@ class CommonConfig:
              "SGD step of 64 (best CartPole ratio in our sweep; without a limiter actors starve the learner)", ge=0)
     samples_per_insert_tolerance: float = setting(
         0.5, "with samples_per_insert > 0: allowed drift as a fraction of min size * spi", gt=0)
+    n_step_update: int = setting(
+        1, "n-step returns (DqnAgent's n_step_update): replay items and the learner's dataset hold n + 1 "
+           "consecutive steps, derived in one place (sequence_length); 1 = the book's 2-step items", ge=1)
+    lstm_size: tuple[int, ...] | None = setting(
+        None, "stateful Q-network (TF-Agents' QRnnNetwork) with these LSTM cell sizes, e.g. 32; actors carry one "
+              "policy state per env (reset at episode start) and replay holds train_sequence_length-step "
+              "sequences; none = a feed-forward Q-network", ge=1)
+    train_sequence_length: int = setting(
+        8, "with lstm_size: steps per replay item and per sampled training sequence (the RNN unrolls over "
+           "them from a zero state, TF-Agents' DqnAgent way)", ge=2)
+    prioritized_replay: bool = setting(
+        False, "prioritized replay (Schaul et al. 2016 / Ape-X): Reverb Prioritized sampler, new items at max "
+               "priority, learner writes back |TD error| and applies importance weights")
+    priority_exponent: float = setting(0.6, "prioritized replay: sampling exponent alpha (PER / Ape-X: 0.6)",
+                                       ge=0, le=1)
 
     def check(self) -> None:
         """Cross-field checks that single-field bounds cannot express."""
@@ -67,6 +108,26 @@ class CommonConfig:
             raise ConfigError("replay_address", f"must be host:port, e.g. localhost:8000; got {self.replay_address!r}")
         if not self.fc_layer_params:
             raise ConfigError("fc_layer_params", "needs at least one hidden layer size, e.g. 64,64")
+        if self.lstm_size is not None and self.n_step_update != 1:
+            raise ConfigError("n_step_update", "must be 1 with an RNN Q-network (lstm_size): TF-Agents 0.19's "
+                                               "DqnAgent does not support n-step updates with stateful networks")
+        if self.lstm_size is not None and not self.lstm_size:
+            raise ConfigError("lstm_size", "needs at least one LSTM size, e.g. 32; or none for no RNN")
+        if self.conv_layer_params is not None and (not self.conv_layer_params or len(self.conv_layer_params) % 3):
+            raise ConfigError("conv_layer_params", "needs filters,kernel,stride triples, e.g. 32,8,4,64,4,2,64,3,1; "
+                                                   f"got {','.join(map(str, self.conv_layer_params))!r}")
+
+    def conv_layers(self) -> tuple[tuple[int, int, int], ...] | None:
+        """conv_layer_params as TF-Agents' (filters, kernel size, stride) tuples, or None for an MLP."""
+        params = self.conv_layer_params
+        return None if params is None else tuple(tuple(params[i:i + 3]) for i in range(0, len(params), 3))
+
+    def sequence_length(self) -> int:
+        """Steps per replay item and sampled sequence: n + 1, or train_sequence_length for an RNN.
+
+        The one place every role derives it from, so writers, tables and datasets always agree.
+        """
+        return self.train_sequence_length if self.lstm_size else self.n_step_update + 1
 
     def path(self, *parts: str) -> str:
         """A path under the run directory."""
@@ -106,6 +167,10 @@ class LearnerConfig(CommonConfig):
     checkpoint_interval: int = setting(1000, "train steps between learner checkpoints", ge=1)
     export_interval: int = setting(5000, "train steps between greedy-policy SavedModel exports; 0 = never", ge=0)
     summary_interval: int = setting(100, "train steps between TensorBoard summaries", ge=1)
+    importance_exponent_start: float = setting(
+        0.4, "prioritized replay: importance-weight exponent beta at step 0, annealed to 1 (PER: 0.4)", ge=0, le=1)
+    importance_anneal_steps: int = setting(0, "prioritized replay: train steps to anneal beta to 1; 0 = "
+                                              "max_train_steps (PER anneals over the whole run)", ge=0)
     no_data_timeout_s: float = setting(30.0, "wait for a batch this long before logging 'no new data'", gt=0)
     health_port: int = setting(0, "port of the grpc.health.v1 service; 0 disables it", ge=0, le=65535)
 
@@ -124,7 +189,9 @@ class ActorConfig(CommonConfig):
     actor_id: int = setting(0, "index of this actor (seeds, log dir actor-<id>, Ape-X epsilon); -1 = derive a "
                                   "stable id from the hostname (scaled compose/Kubernetes replicas)", ge=-1)
     num_actors: int = setting(2, "actors in the system (for per-actor epsilon)", ge=1)
-    num_envs: int = setting(8, "parallel environments in this actor process", ge=1)
+    num_envs: int = setting(64, "parallel environments in this actor process (64: bench/actor_throughput.py "
+                                "measured 2-3.5x the items/s of 8 envs on 2 cores, as the policy call and the "
+                                "backpressure flush are paid once per batch; 128 added little)", ge=1)
     warmup_steps: int = setting(1000, "random-policy env steps per actor before using the Q-network "
                                       "(the book warms up with a random policy)", ge=0)
     weights_refresh_interval: int = setting(400, "env steps between weight refreshes", ge=1)
@@ -148,9 +215,10 @@ class ActorConfig(CommonConfig):
 class EvaluatorConfig(CommonConfig):
     """The evaluator: greedy episodes whenever the published train step advances."""
 
-    eval_interval: int = setting(500, "train steps between evaluations", ge=1)
+    eval_interval: int = setting(100, "train steps between evaluations (10 greedy CartPole episodes cost ~0.3 s in "
+                                      "one batched env; frequent evals catch the first solving policy)", ge=1)
     eval_episodes: int = setting(10, "greedy episodes per evaluation", ge=1)
-    poll_interval_s: float = setting(2.0, "seconds between checks for newer weights", gt=0)
+    poll_interval_s: float = setting(0.5, "seconds between checks for newer weights", gt=0)
     health_port: int = setting(0, "port of the grpc.health.v1 service; 0 disables it", ge=0, le=65535)
 
 

@@ -177,9 +177,21 @@ def resolve(config_class: type, *, flags: Mapping[str, Any] | None = None,
             values[key] = _convert(key, types[key], raw)
     for key, raw in (flags or {}).items():
         values[key] = _convert(key, types[key], raw)
+    values = {**preset_values(values.get("preset"), types), **values}  # the preset: lowest layer above defaults
     config = config_class(**values)
     validate_fields(config)
     return config
+
+
+def preset_values(name: str | None, types: Mapping[str, Any]) -> dict[str, Any]:
+    """The converted values of preset `name` for the fields in `types` (other roles' fields are skipped)."""
+    if name is None:
+        return {}
+    from dqn.presets import PRESETS
+
+    if name not in PRESETS:
+        raise ConfigError("preset", f"unknown preset {name!r}; valid presets: {', '.join(sorted(PRESETS))}")
+    return {key: _convert(key, types[key], raw) for key, raw in PRESETS[name].items() if key in types}
 
 
 def read_config_file(path: str) -> dict[str, Any]:

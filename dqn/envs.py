@@ -4,11 +4,17 @@ Mapping: `terminated` -> termination (discount 0), `truncated` -> truncation (di
 `reset(seed=...)` seeds. The batched form wraps a gymnasium vector env in NEXT_STEP autoreset
 mode: the step after an episode end returns the reset observation (reward 0) and ignores the
 action, which is exactly TF-Agents' FIRST step after a LAST one, so no step is lost or invented.
+
+Atari ids (ale-py's `AtariEnv`, e.g. `ALE/Breakout-v5`) get the book's preprocessing in every role:
+`AtariPreprocessing` (no-op starts, frame skip with max-pooling, 84x84 grayscale) and a frame stack,
+laid out channels-last as uint8 (H, W, stack) so Conv2D reads it and replay stores bytes, not floats.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
@@ -24,12 +30,104 @@ class EnvError(BadInput, ValueError):
     """An environment that cannot be used with DQN; the message says why and what to use."""
 
 
-def make_gym_env(env_id: str, **kwargs: Any) -> gym.Env:
-    """`gym.make` with a clear error for unknown ids and unsupported spaces."""
+@dataclasses.dataclass(frozen=True)
+class EnvOptions:
+    """How every role makes an env beyond its id; hashable, because `env_specs` is cached on it.
+
+    The defaults change nothing for non-Atari ids: CartPole is made exactly as `gym.make(env_id)`.
+    Field meanings and sources: the fields of the same names in `dqn.config.CommonConfig`.
+    """
+
+    max_episode_steps: int = 0
+    atari_noop_max: int = 30
+    atari_frame_skip: int = 4
+    atari_screen_size: int = 84
+    atari_grayscale: bool = True
+    atari_terminal_on_life_loss: bool = False
+    atari_frame_stack: int = 4
+    atari_repeat_action_probability: float = 0.25
+
+    @classmethod
+    def from_config(cls, config: Any) -> EnvOptions:
+        """The options held by a config (its fields of the same names)."""
+        return cls(**{f.name: getattr(config, f.name) for f in dataclasses.fields(cls)})
+
+
+DEFAULT_OPTIONS = EnvOptions()
+
+
+@functools.cache
+def _register_atari() -> bool:
+    """Registers ale-py's ids with gymnasium (1.x no longer does it by itself); False without ale-py."""
     try:
-        env = gym.make(env_id, **kwargs)
+        import ale_py
+    except ImportError:
+        return False
+    gym.register_envs(ale_py)
+    return True
+
+
+def is_atari(env_id: str) -> bool:
+    """True for ids whose env is ale-py's AtariEnv (ALE/Breakout-v5, BreakoutNoFrameskip-v4, ...)."""
+    if env_id not in gym.registry:
+        _register_atari()
+    spec = gym.registry.get(env_id)
+    return spec is not None and spec.entry_point == "ale_py.env:AtariEnv"
+
+
+class StackedFramesLast(gym.ObservationWrapper):
+    """(stack, H, W[, C]) -> (H, W, stack * C): channels last, the layout Keras' Conv2D expects."""
+
+    def __init__(self, env: gym.Env):
+        super().__init__(env)
+        space = env.observation_space
+        self.observation_space = gym.spaces.Box(self.observation(space.low), self.observation(space.high),
+                                                dtype=space.dtype)
+
+    def observation(self, observation: np.ndarray) -> np.ndarray:
+        """Moves the stack axis last and merges it with the color channels, if any."""
+        stacked = np.moveaxis(np.asarray(observation), 0, -1)
+        return np.ascontiguousarray(stacked.reshape(*stacked.shape[:2], -1))
+
+
+def _make_kwargs(env_id: str, options: EnvOptions, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """gym.make keyword arguments for `env_id` under `options` (explicit kwargs win)."""
+    kwargs = dict(kwargs)
+    if is_atari(env_id):
+        # AtariPreprocessing skips frames itself, max-pooling the last two (the Nature paper's flicker fix);
+        # ALE-v5's built-in frameskip=4 would compound to 16 frames per action, so the ALE env must not skip.
+        kwargs.setdefault("frameskip", 1)
+        kwargs.setdefault("repeat_action_probability", options.atari_repeat_action_probability)
+    return kwargs
+
+
+def env_wrappers(env_id: str, options: EnvOptions) -> list[Callable[[gym.Env], gym.Env]]:
+    """Wrappers applied to each made env, innermost first; none for non-Atari ids with default options."""
+    wrappers: list[Callable[[gym.Env], gym.Env]] = []
+    if is_atari(env_id):
+        wrappers += [
+            lambda env: gym.wrappers.AtariPreprocessing(
+                env, noop_max=options.atari_noop_max, frame_skip=options.atari_frame_skip,
+                screen_size=options.atari_screen_size, terminal_on_life_loss=options.atari_terminal_on_life_loss,
+                grayscale_obs=options.atari_grayscale),
+            lambda env: gym.wrappers.FrameStackObservation(env, options.atari_frame_stack),
+            StackedFramesLast,
+        ]
+    if options.max_episode_steps:
+        # Outermost, so the limit counts agent steps (an inner TimeLimit on Atari would count raw frames).
+        wrappers.append(lambda env: gym.wrappers.TimeLimit(env, options.max_episode_steps))
+    return wrappers
+
+
+def make_gym_env(env_id: str, options: EnvOptions | None = None, **kwargs: Any) -> gym.Env:
+    """`gym.make` plus the wrappers of `options`, with a clear error for unknown ids and unsupported spaces."""
+    options = options or DEFAULT_OPTIONS
+    try:
+        env = gym.make(env_id, **_make_kwargs(env_id, options, kwargs))
     except gym.error.Error as error:
         raise EnvError(f"unknown gymnasium env id {env_id!r}: {error}") from None
+    for wrapper in env_wrappers(env_id, options):
+        env = wrapper(env)
     try:
         check_spaces(env_id, env.observation_space, env.action_space)
     except EnvError:
@@ -50,8 +148,10 @@ def check_spaces(env_id: str, observation_space: gym.Space, action_space: gym.Sp
 
 def observation_spec(space: gym.spaces.Box) -> array_spec.BoundedArraySpec:
     """TF-Agents spec of a Box observation space."""
-    return array_spec.BoundedArraySpec(space.shape, space.dtype, minimum=space.low, maximum=space.high,
-                                       name="observation")
+    low, high = space.low, space.high
+    if len(space.shape) == 3 and (low == low.flat[0]).all() and (high == high.flat[0]).all():
+        low, high = low.flat[0], high.flat[0]  # images: scalar bounds, not 2 x 28k numbers in every table signature
+    return array_spec.BoundedArraySpec(space.shape, space.dtype, minimum=low, maximum=high, name="observation")
 
 
 def action_spec(space: gym.spaces.Discrete) -> array_spec.BoundedArraySpec:
@@ -62,9 +162,14 @@ def action_spec(space: gym.spaces.Discrete) -> array_spec.BoundedArraySpec:
 
 
 @functools.lru_cache(maxsize=32)
-def env_specs(env_id: str) -> tuple[array_spec.BoundedArraySpec, array_spec.BoundedArraySpec, float | None]:
-    """(observation spec, action spec, reward threshold) of an env id, validated; built once per process."""
-    env = make_gym_env(env_id)
+def env_specs(env_id: str, options: EnvOptions = DEFAULT_OPTIONS
+              ) -> tuple[array_spec.BoundedArraySpec, array_spec.BoundedArraySpec, float | None]:
+    """(observation spec, action spec, reward threshold) of an env id as wrapped by `options`, validated.
+
+    Built once per process and (id, options) pair; pass `EnvOptions.from_config(config)` so every role
+    derives the same preprocessed spaces.
+    """
+    env = make_gym_env(env_id, options)
     try:
         return observation_spec(env.observation_space), action_spec(env.action_space), env.spec.reward_threshold
     finally:
@@ -74,9 +179,9 @@ def env_specs(env_id: str) -> tuple[array_spec.BoundedArraySpec, array_spec.Boun
 class GymnasiumEnvironment(py_environment.PyEnvironment):
     """One gymnasium env as a TF-Agents PyEnvironment (auto-reset after LAST is TF-Agents' own)."""
 
-    def __init__(self, env_id: str, seed: int | None = None, **make_kwargs: Any):
+    def __init__(self, env_id: str, seed: int | None = None, options: EnvOptions | None = None, **make_kwargs: Any):
         super().__init__(handle_auto_reset=True)
-        self._env = make_gym_env(env_id, **make_kwargs)
+        self._env = make_gym_env(env_id, options, **make_kwargs)
         self._observation_spec = observation_spec(self._env.observation_space)
         self._action_spec = action_spec(self._env.action_space)
         self._seed = seed
@@ -119,12 +224,15 @@ class GymnasiumEnvironment(py_environment.PyEnvironment):
 class GymnasiumVectorEnvironment(py_environment.PyEnvironment):
     """N gymnasium envs stepped together (gymnasium SyncVectorEnv) as a batched PyEnvironment."""
 
-    def __init__(self, env_id: str, num_envs: int, seed: int | None = None, **make_kwargs: Any):
+    def __init__(self, env_id: str, num_envs: int, seed: int | None = None, options: EnvOptions | None = None,
+                 **make_kwargs: Any):
         super().__init__(handle_auto_reset=False)  # the vector env resets finished envs itself
-        env_specs(env_id)  # validates the id and spaces before building N copies
+        options = options or DEFAULT_OPTIONS
+        env_specs(env_id, options)  # validates the id and spaces before building N copies
         self._vector_env = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="sync",
                                         vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.NEXT_STEP},
-                                        **make_kwargs)
+                                        wrappers=env_wrappers(env_id, options) or None,
+                                        **_make_kwargs(env_id, options, make_kwargs))
         self._num_envs = num_envs
         self._observation_spec = observation_spec(self._vector_env.single_observation_space)
         self._action_spec = action_spec(self._vector_env.single_action_space)

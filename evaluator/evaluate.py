@@ -17,7 +17,7 @@ from tf_agents.trajectories import time_step as ts
 
 from dqn.agent import batched_actions, build_agent
 from dqn.config import EvaluatorConfig
-from dqn.envs import GymnasiumVectorEnvironment
+from dqn.envs import EnvOptions, GymnasiumVectorEnvironment
 from dqn.health import start_health
 from dqn.replay import check_table_matches, wait_for_server
 from dqn.runtime import StopSignal
@@ -29,7 +29,8 @@ log = logging.getLogger("evaluator")
 
 def evaluate(config: EvaluatorConfig, act, seed: int, stop: StopSignal) -> tuple[float, float]:
     """(average return, average length) over `eval_episodes` greedy episodes (one per env)."""
-    env = GymnasiumVectorEnvironment(config.env_id, config.eval_episodes, seed=seed)
+    env = GymnasiumVectorEnvironment(config.env_id, config.eval_episodes, seed=seed,
+                                     options=EnvOptions.from_config(config))
     try:
         time_step = env.reset()
         returns = np.zeros(config.eval_episodes)
@@ -55,7 +56,7 @@ def run(config: EvaluatorConfig) -> int:
     client = wait_for_server(config.replay_address, wait_s=config.connect_timeout_s,
                              call_timeout_s=config.rpc_timeout_s)
     check_table_matches(client, bundle, config, role="evaluator")
-    act = batched_actions(bundle.agent.policy)
+    act = batched_actions(bundle.agent.policy, config.eval_episodes)
     puller = WeightsPuller(config.replay_address, config.rpc_timeout_s)
     summary_dir = config.path("evaluator")
     os.makedirs(summary_dir, exist_ok=True)

@@ -87,14 +87,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                             args.timeout)
     config_class, target, _ = ROLES[args.command]
     flags = {k: v for k, v in vars(args).items() if k != "command"}
-    from dqn.envs import env_specs
+    from dqn.agent import check_network_input
+    from dqn.envs import EnvOptions, env_specs
     from dqn.runtime import setup_logging
 
     try:
         config = load_config(config_class, flags)
         if getattr(config, "actor_id", 0) < 0:  # replicas share one config: give each a stable id of its own
             config = dataclasses.replace(config, actor_id=config.resolved_actor_id())
-        env_specs(config.env_id)  # unknown id / unsupported spaces fail here, before anything starts
+        # Unknown id, unsupported spaces or a network that does not fit them fail here, before anything starts.
+        observation_spec, _, _ = env_specs(config.env_id, EnvOptions.from_config(config))
+        check_network_input(config, observation_spec)
         setup_logging(args.command)
         configuration.write_config(config, config.path(*role_dir(args.command, config), "config.json"))
         module_name, function_name = target.split(":")

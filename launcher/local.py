@@ -20,7 +20,7 @@ import portpicker
 
 from dqn import configuration
 from dqn.config import LocalConfig
-from dqn.envs import env_specs
+from dqn.envs import EnvOptions, env_specs
 from dqn.progress import read_progress
 from dqn.runtime import StopSignal
 
@@ -142,7 +142,8 @@ def progress_line(config: LocalConfig, elapsed: float, best: dict | None) -> tup
 def run(config: LocalConfig) -> int:
     """Runs the local topology to completion; returns the exit code."""
     stop = StopSignal()
-    target = config.target_return if config.target_return is not None else env_specs(config.env_id)[2]
+    target = (config.target_return if config.target_return is not None
+              else env_specs(config.env_id, EnvOptions.from_config(config))[2])
     topology = Topology(config)
     started = time.monotonic()
     topology.start()
@@ -177,7 +178,7 @@ def run(config: LocalConfig) -> int:
         if config.max_wall_time_s and elapsed >= config.max_wall_time_s:
             reason = f"max_wall_time_s ({config.max_wall_time_s:.0f} s) reached"
             break
-        if stop.wait(1.0):
+        if stop.wait(0.5):  # short: the solved moment is reported (and timed by the bench) promptly
             reason = f"{stop.signal_name} received"
             break
     if interactive:

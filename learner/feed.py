@@ -30,7 +30,7 @@ class BatchFeed:
         threading.Thread(target=self._run, name="batch-feed", daemon=True).start()
 
     def get(self, timeout_s: float):
-        """The next batch, or None if none arrived within `timeout_s`."""
+        """The next (experience, sample info) batch, or None if none arrived within `timeout_s`."""
         try:
             batch = self._queue.get(timeout=timeout_s)
         except queue.Empty:
@@ -54,8 +54,8 @@ class BatchFeed:
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
-                for experience, _ in self._make_dataset():
-                    if not self._put(experience):
+                for experience, sample_info in self._make_dataset():
+                    if not self._put((experience, sample_info)):
                         return
             except (tf.errors.OutOfRangeError, tf.errors.UnavailableError, tf.errors.DeadlineExceededError) as error:
                 log.debug("replay dataset ended: %s", type(error).__name__)

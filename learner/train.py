@@ -19,25 +19,29 @@ from tf_agents.replay_buffers import reverb_replay_buffer
 from tf_agents.utils import common
 
 from dqn.agent import AgentBundle, build_agent, epsilon_at
-from dqn.config import SEQUENCE_LENGTH, LearnerConfig
+from dqn.config import LearnerConfig
 from dqn.health import start_health
 from dqn.progress import write_progress
 from dqn.replay import REPLAY_TABLE, check_table_matches, wait_for_server
 from dqn.runtime import StopSignal
 from dqn.weights import WeightsPublisher
 from learner.feed import BatchFeed
+from learner.priorities import PriorityUpdater, importance_beta, importance_weights
 from learner.stats import ReplayRates
 
 log = logging.getLogger("learner")
 
 
 def make_dataset(config: LearnerConfig, bundle: AgentBundle) -> tf.data.Dataset:
-    """Batches of [batch_size * train_steps_per_call, 2, ...]; the iterator ends (not hangs) after no_data_timeout_s."""
+    """Batches of [batch_size * train_steps_per_call, n + 1, ...] with their sample info.
+
+    The iterator ends (not hangs) after no_data_timeout_s without a sample.
+    """
     buffer = reverb_replay_buffer.ReverbReplayBuffer(
-        bundle.agent.collect_data_spec, REPLAY_TABLE, sequence_length=SEQUENCE_LENGTH,
+        bundle.agent.collect_data_spec, REPLAY_TABLE, sequence_length=config.sequence_length(),
         server_address=config.replay_address, rate_limiter_timeout_ms=int(config.no_data_timeout_s * 1000))
     dataset = buffer.as_dataset(sample_batch_size=config.batch_size * config.train_steps_per_call,
-                                num_steps=SEQUENCE_LENGTH, num_parallel_calls=config.num_parallel_calls)
+                                num_steps=config.sequence_length(), num_parallel_calls=config.num_parallel_calls)
     return dataset.prefetch(config.prefetch)
 
 
@@ -45,20 +49,29 @@ def make_train_fn(bundle: AgentBundle, batch_size: int, steps_per_call: int):
     """A graph function running `steps_per_call` SGD steps on consecutive slices of one sampled batch.
 
     Several steps per call amortize the Python -> TF dispatch that dominates a small network's step.
-    Returns the loss of the last step.
+    Called as `train(experience, weights)` (importance weights, or None); returns the loss of the last
+    step and the TD errors of every sampled item (for prioritized replay).
     """
     agent = bundle.agent
     if steps_per_call == 1:
-        train_once = common.function(agent.train)
-        return lambda experience: train_once(experience).loss
+        @common.function(autograph=False)
+        def train_once(experience, weights):
+            info = agent.train(experience, weights=weights)
+            return info.loss, info.extra.td_error
+
+        return train_once
 
     @common.function(autograph=True)
-    def train_many(experience):
+    def train_many(experience, weights):
         loss = tf.constant(0.0)
+        td_errors = tf.TensorArray(tf.float32, size=steps_per_call)
         for i in tf.range(steps_per_call):
-            batch = tf.nest.map_structure(lambda t, i=i: t[i * batch_size:(i + 1) * batch_size], experience)
-            loss = agent.train(batch).loss
-        return loss
+            window = slice(i * batch_size, (i + 1) * batch_size)
+            batch = tf.nest.map_structure(lambda t, window=window: t[window], experience)
+            info = agent.train(batch, weights=None if weights is None else weights[window])
+            loss = info.loss
+            td_errors = td_errors.write(i, info.extra.td_error)
+        return loss, td_errors.concat()
 
     return train_many
 
@@ -95,6 +108,7 @@ class Learner:
         self.checkpointer.initialize_or_restore()
         self.train = make_train_fn(self.bundle, config.batch_size, config.train_steps_per_call)
         self.writer = tf.summary.create_file_writer(self.summary_dir)
+        self.priorities: PriorityUpdater | None = None
 
     @property
     def step(self) -> int:
@@ -125,12 +139,15 @@ class Learner:
         health.set(True)
         rates = ReplayRates(client, config.rpc_timeout_s)
         feed = BatchFeed(lambda: make_dataset(config, self.bundle))
+        priorities = (PriorityUpdater(config.replay_address, REPLAY_TABLE, config.rpc_timeout_s)
+                      if config.prioritized_replay else None)
+        self.priorities = priorities
         last_time, last_step = time.monotonic(), self.step
         last_warning = 0.0
         step = self.step  # tracked locally: each train call advances the counter by exactly train_steps_per_call
         while step < config.max_train_steps and not stop.requested:
-            experience = feed.get(timeout_s=1.0)
-            if experience is None:
+            sample = feed.get(timeout_s=1.0)
+            if sample is None:
                 waited = time.monotonic() - feed.idle_since
                 if waited >= config.no_data_timeout_s and time.monotonic() - last_warning >= config.no_data_timeout_s:
                     last_warning = time.monotonic()
@@ -141,8 +158,15 @@ class Learner:
                     write_progress(self.summary_dir, train_step=step, sgd_steps_per_sec=0.0,
                                    status=f"no new data for {waited:.0f} s")
                 continue
+            experience, sample_info = sample
             before = step
-            loss = self.train(experience)
+            if priorities is None:
+                loss, _ = self.train(experience, None)
+            else:
+                loss, td_errors = self.train(experience, importance_weights(
+                    sample_info.probability[:, 0].numpy(), sample_info.table_size[:, 0].numpy(),
+                    importance_beta(config, step)))
+                priorities.submit(sample_info.key[:, 0].numpy(), td_errors.numpy())
             step = before + config.train_steps_per_call
             if crossed(before, step, config.publish_interval):
                 self.publish(publisher)
@@ -162,6 +186,9 @@ class Learner:
                     log.warning("no new data inserted for %.0f s (actors stopped?); training on stored data", stalled)
         log.info("stopping at train step %d (%s)", self.step, stop.signal_name or "max_train_steps reached")
         feed.close()
+        if priorities is not None:
+            priorities.wait_idle(config.rpc_timeout_s)
+            priorities.close()
         health.set(False)
         self.save()
         self.publish(publisher)
@@ -175,7 +202,10 @@ class Learner:
     def write_summaries(self, experience, loss, sgd_rate: float, replay: dict, publisher) -> None:
         """losses/*, charts/*, replay/* scalars and the progress file for the launcher."""
         step = self.step
-        q_values, _ = self.bundle.agent._q_network(experience.observation[: self.config.batch_size, 0], training=False)
+        network, first = self.bundle.agent._q_network, slice(0, self.config.batch_size)
+        state = network.get_initial_state(self.config.batch_size) if network.state_spec else ()
+        q_values, _ = network(experience.observation[first, 0], step_type=experience.step_type[first, 0],
+                              network_state=state, training=False)
         if replay.get("inserts_per_sec"):
             # Uniform sampling from a FIFO buffer: sampled data is on average half a buffer old.
             replay["mean_data_age_train_steps"] = replay["size"] / 2 / replay["inserts_per_sec"] * sgd_rate
@@ -187,6 +217,11 @@ class Learner:
             tf.summary.scalar("charts/publish_lag", step - max(publisher.published_step, 0))
             for key, value in replay.items():
                 tf.summary.scalar(f"replay/{key}", value)
+            if self.priorities is not None:
+                tf.summary.scalar("replay/importance_beta", importance_beta(self.config, step))
+                tf.summary.scalar("replay/priority_updates_sent", self.priorities.sent)
+                tf.summary.scalar("replay/priority_updates_dropped", self.priorities.dropped)
+                tf.summary.scalar("replay/priority_updates_failed", self.priorities.failed)
         write_progress(self.summary_dir, train_step=step, sgd_steps_per_sec=sgd_rate, loss=float(loss),
                        replay_size=replay.get("size", 0))
 

@@ -21,11 +21,18 @@ def replay_rate_limiter(config: CommonConfig) -> reverb.rate_limiters.RateLimite
     return reverb.rate_limiters.SampleToInsertRatio(spi, config.replay_min_size, error_buffer)
 
 
+def replay_sampler(config: CommonConfig) -> reverb.selectors.KeyDistributionOptions:
+    """Uniform (the book), or Prioritized(alpha) for prioritized replay."""
+    if config.prioritized_replay:
+        return reverb.selectors.Prioritized(config.priority_exponent)
+    return reverb.selectors.Uniform()
+
+
 def make_tables(config: CommonConfig, bundle: AgentBundle) -> list[reverb.Table]:
-    """`replay` (uniform sampling, FIFO removal, signature) and `variables` (one item: latest weights)."""
+    """`replay` (uniform or prioritized sampling, FIFO removal, signature) and `variables` (latest weights)."""
     replay = reverb.Table(
         name=REPLAY_TABLE,
-        sampler=reverb.selectors.Uniform(),
+        sampler=replay_sampler(config),
         remover=reverb.selectors.Fifo(),
         max_size=config.replay_max_size,
         rate_limiter=replay_rate_limiter(config),
@@ -59,9 +66,19 @@ def table_mismatches(expected: list[reverb.Table], running: dict[str, Any]) -> l
                             f"{expected_info.max_size} in the config")
         if info.signature != expected_info.signature:
             problems.append(f"{table.name}.signature differs (checkpoint was written for another env or network)")
+        if info.sampler_options != expected_info.sampler_options:
+            problems.append(f"{table.name}.sampler is {_sampler_name(info)} in the checkpoint, "
+                            f"{_sampler_name(expected_info)} in the config")
         for key in ("samples_per_insert", "min_size_to_sample"):
             got = getattr(info.rate_limiter_info, key)
             want = getattr(expected_info.rate_limiter_info, key)
             if abs(got - want) > 1e-9:
                 problems.append(f"{table.name}.rate_limiter.{key} is {got} in the checkpoint, {want} in the config")
     return problems
+
+
+def _sampler_name(info: Any) -> str:
+    options = info.sampler_options
+    if options.HasField("prioritized"):
+        return f"prioritized(alpha={options.prioritized.priority_exponent:g})"
+    return "uniform" if options.uniform else str(options).strip()

@@ -164,9 +164,11 @@ class System:
         self.server_flags = (*FAST_FLAGS, *server_flags)
         self.server = replay_server_factory(*self.server_flags, root=root)
         self.roles: dict[str, RoleProcess] = {}
+        self.shared_flags: tuple[str, ...] = ()  # data-shaping flags every client role must share with the server
 
     def common(self) -> list[str]:
-        return ["--root-dir", str(self.root), "--replay-address", self.server.address, *FAST_FLAGS]
+        return ["--root-dir", str(self.root), "--replay-address", self.server.address, *FAST_FLAGS,
+                *self.shared_flags]
 
     def start_learner(self, *flags: str) -> RoleProcess:
         self.roles["learner"] = self.spawn(

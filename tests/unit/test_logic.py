@@ -49,3 +49,70 @@ def test_episode_stats_across_a_batch():
     assert sorted(stats.recent_returns) == [2.0, 3.0]
     assert sorted(stats.recent_lengths) == [2, 3]
     assert stats.average_return() == pytest.approx(2.5)
+
+
+def test_importance_weights_correct_non_uniform_sampling():
+    from learner.priorities import importance_weights
+
+    weights = importance_weights(np.array([0.5, 0.25, 0.25]), np.array([3, 3, 3]), beta=1.0)
+    # w ∝ 1 / (N P): the most likely item gets the smallest weight; the largest weight is scaled to 1.
+    np.testing.assert_allclose(weights, [0.5, 1.0, 1.0])
+    np.testing.assert_allclose(importance_weights(np.array([0.5, 0.25]), np.array([2, 2]), beta=0.0), [1.0, 1.0])
+
+
+def test_importance_beta_anneals_to_one():
+    from dqn.config import LearnerConfig
+    from learner.priorities import importance_beta
+
+    config = LearnerConfig(max_train_steps=1000, importance_exponent_start=0.4)
+    assert importance_beta(config, 0) == pytest.approx(0.4)
+    assert importance_beta(config, 500) == pytest.approx(0.7)
+    assert importance_beta(config, 5000) == pytest.approx(1.0)
+
+
+def test_priorities_are_normalized_by_the_largest_td_error_seen():
+    from learner.priorities import MIN_PRIORITY, PriorityUpdater
+
+    updater = PriorityUpdater("localhost:1", "replay", timeout_s=1.0)
+    try:
+        np.testing.assert_allclose(updater.priorities(np.array([-2.0, 1.0, 0.0])), [1.0, 0.5, MIN_PRIORITY])
+        np.testing.assert_allclose(updater.priorities(np.array([1.0])), [0.5])  # the max is remembered
+    finally:
+        updater.close()
+
+
+def test_sequence_length_follows_n_step():
+    from dqn.config import CommonConfig
+
+    assert CommonConfig().sequence_length() == 2
+    assert CommonConfig(n_step_update=3).sequence_length() == 4
+
+
+def test_rnn_policy_state_resets_at_episode_start_per_env():
+    import tensorflow as tf
+
+    from dqn.agent import batched_actions, build_agent
+
+    bundle = build_agent(CommonConfig(lstm_size=(8,), fc_layer_params=(16,)))
+    policy = bundle.agent.policy
+    zero = policy.get_initial_state(2)
+    carried = tf.nest.map_structure(lambda t: tf.random.normal(t.shape), zero)
+    observation = np.random.default_rng(0).normal(size=(2, 4)).astype(np.float32)
+    step = tf.nest.map_structure(tf.constant, ts.TimeStep(np.array([ts.StepType.FIRST, ts.StepType.MID], np.int32),
+                                                          np.zeros(2, np.float32), np.ones(2, np.float32),
+                                                          observation))
+    from_carried = tf.nest.flatten(policy.action(step, carried).state)
+    from_zero = tf.nest.flatten(policy.action(step, zero).state)
+    for a, b in zip(from_carried, from_zero, strict=True):
+        np.testing.assert_allclose(a[0], b[0], atol=1e-6)  # env 0 started an episode: its state was reset
+        assert not np.allclose(a[1], b[1])  # env 1 is mid-episode: its carried state matters
+    act = batched_actions(bundle.agent.collect_policy, batch_size=2)
+    assert act(ts.TimeStep(*(np.asarray(x) for x in step))).shape == (2,)
+
+
+def test_rnn_with_n_step_is_refused():
+    from dqn.configuration import ConfigError
+
+    with pytest.raises(ConfigError, match="--n-step-update .* must be 1 with an RNN"):
+        CommonConfig(lstm_size=(8,), n_step_update=3).check()
+    assert CommonConfig(lstm_size=(8,), train_sequence_length=6).sequence_length() == 6

@@ -1,0 +1,49 @@
+"""Named settings (`--preset NAME` / `DQN_PRESET=NAME`): the lowest config layer above the dataclass defaults.
+
+Precedence, lowest first: dataclass defaults < preset < `--config` file < `DQN_*` environment < flags, so any
+explicit setting overrides the preset. A preset may hold any role's fields; each role takes the ones it has.
+Every value says where it comes from. "The book" = Géron, Hands-On Machine Learning (2nd ed.), ch. 18, the
+TF-Agents Breakout agent; "Nature DQN" = Mnih et al. 2015, Extended Data Table 1.
+
+Pure data, no imports: `dqn.config` reads the names for its `choices`.
+"""
+
+from __future__ import annotations
+
+BREAKOUT = {
+    "env_id": "ALE/Breakout-v5",            # the book: BreakoutNoFrameskip-v4, today's id of the same game in ale-py
+    "root_dir": "runs/breakout",
+    # Preprocessing: AtariPreprocessing + 4-frame stack, as the book / Nature DQN (the atari_* defaults).
+    "max_episode_steps": 27_000,            # the book: 27000 steps = 108k ALE frames (ALE-v5's own cap too)
+    # Network: the book's QNetwork = Nature DQN's (32 8x8/4, 64 4x4/2, 64 3x3/1 convs, 512 dense).
+    "conv_layer_params": (32, 8, 4, 64, 4, 2, 64, 3, 1),
+    "fc_layer_params": (512,),
+    # The book/Nature use RMSProp(2.5e-4); this service trains with Adam, at CleanRL dqn_atari's Adam rate.
+    "learning_rate": 1e-4,
+    "gamma": 0.99,                          # the book and Nature DQN
+    "td_loss": "huber",                     # the book: Huber loss (Nature: TD error clipped to [-1, 1])
+    "double_dqn": False,                    # the book and Nature DQN: plain DQN targets
+    "target_update_period": 2_000,          # the book: 2000 train steps = 32,000 ALE frames
+    "target_update_tau": 1.0,               # hard copies (the book, Nature DQN)
+    "gradient_clipping": None,              # the book: none (the Huber loss bounds the gradient)
+    "epsilon_start": 1.0,                   # the book and Nature DQN
+    "epsilon_end": 0.01,                    # the book (Nature DQN: 0.1)
+    "epsilon_decay_steps": 62_500,          # the book: 250,000 agent steps // update period 4 = 1M frames (Nature)
+    "replay_max_size": 1_000_000,           # the book and Nature DQN: 1M transitions
+    "replay_min_size": 20_000,              # the book: 20,000 random warm-up steps (Nature DQN: 50,000)
+    "batch_size": 32,                       # Nature DQN: minibatch 32 (the book: 64)
+    "samples_per_insert": 8.0,              # one SGD step of 32 per 4 agent steps (Nature DQN's update frequency 4)
+    "warmup_steps": 10_000,                 # per actor; 2 actors x 10,000 = the book's 20,000 random steps
+    "max_train_steps": 625_000,             # 10M ALE frames / 16 frames per SGD step (the book's ~10M frames)
+    "publish_interval": 250,                # the conv net is 1.7M parameters (6.7 MB per publication)
+    "checkpoint_interval": 10_000,
+    "export_interval": 50_000,
+    "summary_interval": 500,
+    "eval_interval": 10_000,                # an evaluation of 5 Breakout episodes costs minutes on 2 cores
+    "eval_episodes": 5,
+}
+
+#: preset name -> {field name: value}; values are converted and validated like file values.
+PRESETS: dict[str, dict[str, object]] = {"breakout": BREAKOUT}
+
+PRESET_NAMES = tuple(PRESETS)

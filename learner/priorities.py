@@ -1,0 +1,108 @@
+"""Prioritized replay on the learner side (Schaul et al. 2016, Ape-X): importance weights and priority updates.
+
+The server samples with Reverb's `Prioritized(priority_exponent)` selector. Actors insert every item at
+priority 1.0, and the learner writes back |TD error| divided by the largest |TD error| it has seen, so
+1.0 is always the top of the scale: new items enter at the maximum priority (PER's rule) without actors
+having to learn the learner's scale. Updates go out on a daemon thread under a deadline, so a slow or
+dead server never stalls training; updates that cannot keep up are dropped (the keys keep their old
+priority), which is logged and counted.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+
+import numpy as np
+import reverb
+
+from dqn.config import LearnerConfig
+from dqn.weights import CallTimeout, DeadlineCaller
+
+log = logging.getLogger("learner")
+
+#: Keeps every item sampleable: a zero priority would never be drawn again.
+MIN_PRIORITY = 1e-3
+
+
+def importance_beta(config: LearnerConfig, train_step: int) -> float:
+    """β annealed linearly from importance_exponent_start to 1 (PER's schedule)."""
+    anneal = config.importance_anneal_steps or config.max_train_steps
+    fraction = min(1.0, max(0, train_step) / anneal)
+    return config.importance_exponent_start + fraction * (1.0 - config.importance_exponent_start)
+
+
+def importance_weights(probability: np.ndarray, table_size: np.ndarray, beta: float) -> np.ndarray:
+    """w_i = (N * P_i)^-β / max_j w_j: corrects the bias of non-uniform sampling, scaled to at most 1."""
+    weights = (np.maximum(table_size, 1) * np.maximum(probability, 1e-12)) ** -beta
+    return (weights / weights.max()).astype(np.float32)
+
+
+class PriorityUpdater:
+    """Normalizes |TD errors| to priorities and sends them to the replay table from a daemon thread."""
+
+    def __init__(self, address: str, table: str, timeout_s: float, max_pending: int = 8):
+        self._address = address
+        self._table = table
+        self._timeout_s = timeout_s
+        self._queue: queue.Queue = queue.Queue(maxsize=max_pending)
+        self._stop = threading.Event()
+        self._caller = DeadlineCaller()
+        self._client: reverb.Client | None = None
+        self.max_abs_td = 1e-6
+        self.sent = 0
+        self.dropped = 0
+        self.failed = 0
+        self._thread = threading.Thread(target=self._run, name="priority-updates", daemon=True)
+        self._thread.start()
+
+    def priorities(self, td_errors: np.ndarray) -> np.ndarray:
+        """|δ| / max |δ| seen so far, clipped to [MIN_PRIORITY, 1]."""
+        magnitude = np.abs(np.asarray(td_errors, dtype=np.float64))
+        if magnitude.ndim > 1:  # an RNN's sequences carry one TD error per step: rank by the largest
+            magnitude = magnitude.reshape(len(magnitude), -1).max(axis=1)
+        self.max_abs_td = max(self.max_abs_td, float(magnitude.max(initial=0.0)))
+        return np.clip(magnitude / self.max_abs_td, MIN_PRIORITY, 1.0)
+
+    def submit(self, keys: np.ndarray, td_errors: np.ndarray) -> None:
+        """Queues new priorities for the sampled keys; drops the update if the sender is backed up."""
+        updates = dict(zip(np.asarray(keys).astype(np.uint64).tolist(), self.priorities(td_errors).tolist(),
+                           strict=True))
+        try:
+            self._queue.put_nowait(updates)
+        except queue.Full:
+            self.dropped += 1
+
+    def wait_idle(self, timeout_s: float) -> bool:
+        """True once every queued update was handed to the server (or dropped on failure)."""
+        done = threading.Event()
+        threading.Thread(target=lambda: (self._queue.join(), done.set()), daemon=True).start()
+        return done.wait(timeout_s)
+
+    def close(self) -> None:
+        """Stops the sender thread (a call stuck on the server is abandoned with it)."""
+        self._stop.set()
+
+    def _send(self, updates: dict[int, float]) -> None:
+        if self._client is None:
+            self._client = reverb.Client(self._address)
+        client = self._client
+        self._caller.call(lambda: client.mutate_priorities(self._table, updates=updates), self._timeout_s)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                updates = self._queue.get(timeout=0.5)
+            except queue.Empty:
+                continue
+            try:
+                self._send(updates)
+                self.sent += 1
+            except (CallTimeout, RuntimeError, ValueError) as error:
+                self.failed += 1
+                self._client = None  # the next attempt gets a fresh channel
+                if self.failed == 1 or self.failed % 100 == 0:
+                    log.warning("priority update failed (%d so far): %s", self.failed, error)
+            finally:
+                self._queue.task_done()

@@ -1,0 +1,87 @@
+"""DQN variants as config switches, each in the unchanged topology: n-step returns, prioritized replay."""
+
+import numpy as np
+import pytest
+import reverb
+import tensorflow as tf
+
+from dqn.replay import REPLAY_TABLE
+from tests.conftest import run_cli, wait_until
+
+pytestmark = pytest.mark.integration
+
+NO_LIMITER = ("--samples-per-insert", "0")
+
+
+def sample_items(address: str, count: int) -> list:
+    """Samples with their data packed back into the table's Trajectory structure."""
+    client = reverb.Client(address)
+    signature = client.server_info(timeout=10)[REPLAY_TABLE].signature
+    samples = client.sample(REPLAY_TABLE, num_samples=count, emit_timesteps=False)
+    return [sample._replace(data=tf.nest.pack_sequence_as(signature, sample.data)) for sample in samples]
+
+
+def test_n_step_items_hold_n_plus_one_steps_and_learner_trains(system_factory):
+    flags = ("--n-step-update", "3")
+    system = system_factory(*NO_LIMITER, *flags)
+    system.shared_flags = flags
+    system.start_learner()
+    system.start_actor(0)
+    system.wait_training(at_least=100)
+    samples = sample_items(system.server.address, 20)
+    for sample in samples:
+        assert sample.data.observation.shape == (4, 4)  # n + 1 = 4 steps of CartPole's 4-vector
+        step_types = np.asarray(sample.data.step_type)
+        # No item spans two episodes: a LAST step (2) can only be the final step of an item.
+        assert not (step_types[:-1] == 2).any(), step_types
+    assert system.roles["learner"].terminate() == 0
+    assert system.roles["actor-0"].terminate() == 0
+
+
+def test_rnn_q_network_trains_on_sequences(system_factory):
+    flags = ("--lstm-size", "16", "--train-sequence-length", "6")
+    system = system_factory(*NO_LIMITER, *flags)
+    system.shared_flags = flags
+    system.start_learner()
+    system.start_actor(0)
+    system.wait_training(at_least=100)
+    system.wait_items("actor-0", system.items("actor-0") + 100)  # still collecting with the stateful policy
+    for sample in sample_items(system.server.address, 20):
+        assert sample.data.observation.shape == (6, 4)
+        assert not (np.asarray(sample.data.step_type)[:-1] == 2).any()
+    assert system.roles["learner"].terminate() == 0
+    assert system.roles["actor-0"].terminate() == 0
+
+
+def test_prioritized_replay_learner_writes_back_priorities(system_factory):
+    flags = ("--prioritized-replay", "true")
+    system = system_factory(*NO_LIMITER, *flags)
+    system.shared_flags = flags
+    info = reverb.Client(system.server.address).server_info(timeout=10)[REPLAY_TABLE]
+    assert info.sampler_options.prioritized.priority_exponent == pytest.approx(0.6)
+    system.start_learner()
+    system.start_actor(0)
+    system.wait_training(at_least=200)
+
+    def priorities_changed() -> bool:
+        samples = sample_items(system.server.address, 300)
+        # times_sampled == 1: only our own sample drew it, so it still has the priority the actor gave it.
+        fresh = [s.info.priority for s in samples if s.info.times_sampled == 1]
+        updated = [s.info.priority for s in samples if s.info.priority < 1.0]
+        assert all(p == 1.0 for p in fresh), fresh  # new items enter at the top of the normalized scale
+        return len(updated) > 20
+
+    wait_until(priorities_changed, 60, "the learner's priority updates to reach the server")
+    log = system.roles["learner"].log()
+    assert "priority update failed" not in log
+    assert system.roles["learner"].terminate() == 0
+    assert system.roles["actor-0"].terminate() == 0
+
+
+def test_restored_uniform_table_with_prioritized_config_is_refused(replay_server_factory, tmp_path):
+    server = replay_server_factory(*NO_LIMITER)
+    assert server.process.terminate() == 0
+    result = run_cli("replay-server", *NO_LIMITER, "--prioritized-replay", "true",
+                     "--root-dir", str(tmp_path / "run"), "--port", str(server.port), "--health-port", "0")
+    assert result.returncode == 2
+    assert "replay.sampler is uniform in the checkpoint, prioritized(alpha=0.6) in the config" in result.stderr

@@ -1,0 +1,47 @@
+"""The writer splits envs over several StructuredWriters; items must still equal TF-Agents' observer's, per env."""
+
+import numpy as np
+import pytest
+import reverb
+import tree
+from tf_agents.replay_buffers import reverb_utils
+from tf_agents.trajectories import policy_step, trajectory
+
+from actor.writer import ENVS_PER_WRITER, TrajectoryStreams
+from dqn.envs import GymnasiumVectorEnvironment
+from tests.integration.test_writer_equivalence import read_all_items
+
+pytestmark = pytest.mark.integration
+
+NUM_ENVS = 2 * ENVS_PER_WRITER + 3  # three groups, the last one partial
+
+
+@pytest.mark.parametrize("sequence_length", [2, 4])
+def test_items_equal_tf_agents_observer_across_writer_groups(sequence_length):
+    server = reverb.Server([reverb.Table.queue("ours", 100_000), reverb.Table.queue("tf_agents", 100_000)], port=None)
+    client = reverb.Client(f"localhost:{server.port}")
+    env = GymnasiumVectorEnvironment("CartPole-v1", NUM_ENVS, seed=3, max_episode_steps=12)
+    rng = np.random.default_rng(7)
+    ours = TrajectoryStreams(client, NUM_ENVS, table="ours", sequence_length=sequence_length)
+    observers = [reverb_utils.ReverbAddTrajectoryObserver(client, "tf_agents", sequence_length=sequence_length)
+                 for _ in range(NUM_ENVS)]
+    time_step = env.reset()
+    for _ in range(60):
+        action = rng.integers(0, 2, size=NUM_ENVS).astype(np.int64)
+        next_time_step = env.step(action)
+        ours.append(time_step, action, next_time_step)
+        for i, observer in enumerate(observers):
+            column = lambda batch, i=i: tree.map_structure(lambda x: x[i], batch)  # noqa: E731
+            observer(trajectory.from_transition(column(time_step), policy_step.PolicyStep(action[i]),
+                                                column(next_time_step)))
+        time_step = next_time_step
+    ours.flush(timeout_ms=30_000)
+    for observer in observers:
+        observer.flush()
+    try:
+        our_items, their_items = read_all_items(client, "ours"), read_all_items(client, "tf_agents")
+        assert len(our_items) == len(their_items) == ours.items_created > 500
+        assert sorted(our_items) == sorted(their_items)
+    finally:
+        ours.close()
+        server.stop()
