@@ -55,6 +55,6 @@ def fill_replay(address: str, num_items: int, num_envs: int = 8) -> None:
         action = rng.integers(0, 2, size=num_envs, dtype=np.int64)
         next_time_step = env.step(action)
         streams.append(time_step, action, next_time_step)
-        streams.wait_for_server(max_pending_per_stream=8, timeout_ms=10_000)
+        streams.wait_for_server(max_pending_per_stream=4, timeout_ms=10_000)  # < Reverb's ~60-pending warning
         time_step = next_time_step
     streams.close(timeout_ms=60_000)

@@ -1,0 +1,171 @@
+"""Actor throughput on CartPole-v1: our actor vs. raw vector-env stepping vs. a stock TF-Agents actor.
+
+For each num_envs, side by side in one run against one real replay server (no learner, no rate limiter):
+  ceiling  raw gymnasium sync vector env (NEXT_STEP autoreset), random actions: env steps/s
+  ours     `actor.collect.Actor` (collect policy on published weights, writes through actor/writer.py):
+           items landing in the replay table per second (server's insert count before/after, after a flush)
+  stock    TF-Agents PyDriver + PyTFEagerPolicy(collect_policy) + ReverbAddTrajectoryObserver(2, stride 1)
+           on one GymnasiumEnvironment: items landing in the table per second
+
+Run: python bench/actor_throughput.py [--seconds 5] [--num-envs 8,32,64,128]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from bench.common import replay_server  # noqa: E402
+
+#: The issue's absolute goal for one actor process (issue #5, target 1); the bench reports against it.
+TARGET_STEPS_PER_SEC = 20_000
+
+
+class Deadline:
+    """Stands in for the actor's StopSignal: 'requested' once the time is up."""
+
+    def __init__(self, seconds: float):
+        self.end = time.monotonic() + seconds
+        self.signal_name = "deadline"
+
+    @property
+    def requested(self) -> bool:
+        """True once the deadline passed."""
+        return time.monotonic() >= self.end
+
+    def wait(self, timeout_s: float) -> bool:
+        """Sleeps up to timeout_s; True if the deadline passed."""
+        time.sleep(max(0.0, min(timeout_s, self.end - time.monotonic())))
+        return self.requested
+
+
+def inserted(client) -> int:
+    """Items the replay table has accepted since the server started (not capped by its max size)."""
+    from dqn.replay import REPLAY_TABLE
+
+    return client.server_info(timeout=30)[REPLAY_TABLE].rate_limiter_info.insert_stats.completed
+
+
+def ceiling(env_id: str, num_envs: int, seconds: float) -> float:
+    """Env steps/s of the raw gymnasium vector env the actor wraps, random actions."""
+    import gymnasium as gym
+    import numpy as np
+
+    env = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="sync",
+                       vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.NEXT_STEP})
+    env.reset(seed=0)
+    rng = np.random.default_rng(0)
+    steps, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        env.step(rng.integers(0, 2, size=num_envs))
+        steps += num_envs
+    elapsed = time.perf_counter() - start
+    env.close()
+    return steps / elapsed
+
+
+def ours(actor, client, seconds: float) -> tuple[float, float]:
+    """(items landed in the table / s, env steps / s) of our Actor running its own loop for `seconds`."""
+    actor.stop = Deadline(seconds)
+    before_items, before_steps, start = inserted(client), actor.env_steps, time.perf_counter()
+    actor.run()
+    actor.streams.flush(timeout_ms=60_000)  # count only items the server confirmed; the flush time counts too
+    elapsed = time.perf_counter() - start
+    return (inserted(client) - before_items) / elapsed, (actor.env_steps - before_steps) / elapsed
+
+
+def stock(env, policy, client, seconds: float) -> tuple[float, float]:
+    """(items landed / s, env steps / s) of TF-Agents' own actor pieces on one env."""
+    from tf_agents.drivers import py_driver
+    from tf_agents.replay_buffers import reverb_utils
+
+    from dqn.replay import REPLAY_TABLE
+
+    observer = reverb_utils.ReverbAddTrajectoryObserver(client, REPLAY_TABLE, sequence_length=2, stride_length=1)
+    driver = py_driver.PyDriver(env, policy, [observer], max_steps=50)
+    time_step = env.reset()
+    before, steps, start = inserted(client), 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        time_step, _ = driver.run(time_step)
+        steps += 50
+    observer.flush()
+    elapsed = time.perf_counter() - start
+    items = inserted(client) - before
+    observer.close()
+    return items / elapsed, steps / elapsed
+
+
+def make_actor(config, client):
+    """Our Actor, warmed up: weights pulled, tf.function traced, warm-up steps done."""
+    from actor.collect import Actor
+
+    actor = Actor(config, client, Deadline(0))
+    actor.stop = Deadline(3.0)
+    actor.run()  # waits for the published weights, then collects: traces the policy call
+    return actor
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--seconds", type=float, default=5.0, help="measuring time of each figure")
+    parser.add_argument("--num-envs", default="8,32,64,128", help="comma-separated num_envs values, one row each")
+    parser.add_argument("--stock-seconds", type=float, default=3.0, help="measuring time of the stock actor")
+    args = parser.parse_args()
+
+    import reverb
+    import tensorflow as tf
+
+    tf.config.threading.set_intra_op_parallelism_threads(1)  # as actor.collect.run: one process per core share
+    tf.config.threading.set_inter_op_parallelism_threads(1)
+    from tf_agents.policies import py_tf_eager_policy
+
+    from dqn.agent import build_agent
+    from dqn.config import ActorConfig
+    from dqn.envs import GymnasiumEnvironment
+    from dqn.weights import publish_weights
+
+    root = tempfile.mkdtemp(prefix="bench-actor-")
+    counts = [int(n) for n in args.num_envs.split(",")]
+    with replay_server("--replay-max-size", "1000000", "--replay-min-size", "1") as (address, _):
+        client = reverb.Client(address)
+        base = ActorConfig(root_dir=root, replay_address=address, warmup_steps=0, summary_interval_s=5.0)
+        bundle = build_agent(base)
+        publish_weights(client, [v.numpy() for v in bundle.policy_variables], train_step=0)
+        stock_env = GymnasiumEnvironment(base.env_id, seed=0)
+        stock_policy = py_tf_eager_policy.PyTFEagerPolicy(bundle.agent.collect_policy, use_tf_function=True)
+        print(f"{base.env_id}, Q-network {base.fc_layer_params}, {args.seconds:.0f} s per figure, "
+              f"replay server at {address} (no learner, no rate limiter)")
+        header = (f"{'num_envs':>8} {'ceiling steps/s':>15} {'ours items/s':>12} {'ours steps/s':>12} "
+                  f"{'stock items/s':>13} {'stock steps/s':>13} {'ours/ceiling':>12} {'ours/stock':>10} "
+                  f"{'ours/target':>11}")
+        print(header)
+        for num_envs in counts:
+            config = dataclasses.replace(base, num_envs=num_envs, actor_id=num_envs)
+            actor = make_actor(config, client)
+            # Interleaved halves so a burst of load on the shared box hits every figure alike.
+            raw = (ceiling(base.env_id, num_envs, args.seconds / 2),)
+            our = (ours(actor, client, args.seconds / 2),)
+            theirs = (stock(stock_env, stock_policy, client, args.stock_seconds / 2),)
+            raw += (ceiling(base.env_id, num_envs, args.seconds / 2),)
+            our += (ours(actor, client, args.seconds / 2),)
+            theirs += (stock(stock_env, stock_policy, client, args.stock_seconds / 2),)
+            actor.close()
+            raw_rate = sum(raw) / 2
+            our_items, our_steps = (sum(x) / 2 for x in zip(*our, strict=True))
+            stock_items, stock_steps = (sum(x) / 2 for x in zip(*theirs, strict=True))
+            print(f"{num_envs:>8} {raw_rate:>15,.0f} {our_items:>12,.0f} {our_steps:>12,.0f} {stock_items:>13,.0f} "
+                  f"{stock_steps:>13,.0f} {our_items / raw_rate:>11.0%} {our_items / stock_items:>9.0f}x "
+                  f"{our_items / TARGET_STEPS_PER_SEC:>10.0%}", flush=True)
+        stock_env.close()
+    print(f"ratios use ours in items/s (what reaches the table); target = {TARGET_STEPS_PER_SEC:,} env steps/s "
+          "per actor process (issue #5)")
+
+
+if __name__ == "__main__":
+    main()

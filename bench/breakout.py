@@ -1,0 +1,179 @@
+"""Breakout with the `breakout` preset: actor env steps/s, learner SGD steps/s, replay bytes per transition.
+
+Run: python bench/breakout.py [--seconds 20] [--items 20000] [--num-envs 1,8]
+
+Each part runs in a subprocess of its own against its own replay server (bench/common.py), so the actor
+part uses one TF thread as the actor role does, and the learner part all cores as the learner role does.
+- replay: fills the server with random-policy Breakout items through the actor's writer and divides the
+  growth of the replay server's RSS by the items added after a warm-up fill; the same for CartPole, whose
+  observations are 16 bytes, gives Reverb's own bookkeeping per item.
+- actor: the `Actor` class (N envs, the conv collect policy at epsilon 1 -> decayed, one graph call per
+  step, 2-step items written to the server) for a fixed time after published initial weights.
+- learner: `DqnAgent.train` of the conv net on a batch of the preset's size, fixed and fed from replay.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from bench.common import replay_server  # noqa: E402
+
+BREAKOUT_SERVER = ("--preset", "breakout", "--replay-min-size", "100")
+
+
+def breakout_config(config_class, **overrides):
+    """The breakout preset for `config_class`, with overrides (field -> value)."""
+    from dqn.configuration import resolve
+
+    flags = {"preset": "breakout", **{k: str(v) for k, v in overrides.items()}}
+    return resolve(config_class, environ={}, flags=flags)
+
+
+def write_items(address: str, env_id: str, options, num_items: int, num_envs: int = 8, seed: int = 0) -> float:
+    """Writes about `num_items` random-policy 2-step items through the actor's writer; returns items/s."""
+    import numpy as np
+    import reverb
+
+    from actor.writer import TrajectoryStreams
+    from dqn.envs import GymnasiumVectorEnvironment
+
+    env = GymnasiumVectorEnvironment(env_id, num_envs, seed=seed, options=options)
+    streams = TrajectoryStreams(reverb.Client(address), num_envs)
+    rng = np.random.default_rng(seed)
+    num_actions = int(env.action_spec().maximum) + 1
+    time_step, start = env.reset(), time.perf_counter()
+    while streams.items_created < num_items:
+        action = rng.integers(0, num_actions, size=num_envs, dtype=np.int64)
+        next_time_step = env.step(action)
+        streams.append(time_step, action, next_time_step)
+        streams.wait_for_server(max_pending_per_stream=4, timeout_ms=30_000)  # the actor default
+        time_step = next_time_step
+    streams.close(timeout_ms=120_000)
+    env.close()
+    return streams.items_created / (time.perf_counter() - start)
+
+
+def replay_bytes(env_id: str, server_flags: tuple[str, ...], options, items: int) -> tuple[float, int]:
+    """(RSS growth of the replay server per stored item, items measured) after a warm-up fill of items / 5."""
+    import psutil
+    import reverb
+
+    from dqn.replay import REPLAY_TABLE
+
+    warmup = max(1000, items // 5)
+    with replay_server(*server_flags, "--replay-max-size", str(2 * (warmup + items))) as (address, pid):
+        server, client = psutil.Process(pid), reverb.Client(address)
+
+        def measure() -> tuple[int, int]:
+            time.sleep(1.0)  # let the server settle its last inserts
+            return server.memory_info().rss, client.server_info(timeout=30)[REPLAY_TABLE].current_size
+
+        write_items(address, env_id, options, warmup, seed=1)
+        rss_before, size_before = measure()
+        write_items(address, env_id, options, items, seed=2)
+        rss_after, size_after = measure()
+    return (rss_after - rss_before) / (size_after - size_before), size_after - size_before
+
+
+def part_replay(args: argparse.Namespace) -> None:
+    """Bytes per stored transition for Breakout (preset) and CartPole (Reverb's per-item bookkeeping)."""
+    from dqn.config import CommonConfig
+    from dqn.envs import EnvOptions
+
+    config = breakout_config(CommonConfig)
+    breakout, count = replay_bytes(config.env_id, BREAKOUT_SERVER, EnvOptions.from_config(config), args.items)
+    print(f"replay bytes/transition, Breakout (84x84x4 uint8 stacks): {breakout:8.0f}  "
+          f"(RSS growth over {count} items; uncompressed stack = {84 * 84 * 4} bytes)", flush=True)
+    cartpole, count = replay_bytes("CartPole-v1", ("--replay-min-size", "100"), EnvOptions(), args.items)
+    print(f"replay bytes/transition, CartPole (16-byte observations):  {cartpole:8.0f}  "
+          f"(RSS growth over {count} items = Reverb's per-item bookkeeping)", flush=True)
+
+
+def part_actor(args: argparse.Namespace) -> None:
+    """Env steps/s of the Actor class with the conv collect policy, for each --num-envs."""
+    import reverb
+    import tensorflow as tf
+
+    tf.config.threading.set_intra_op_parallelism_threads(1)  # as actor.collect.run does
+    tf.config.threading.set_inter_op_parallelism_threads(1)
+    from actor.collect import Actor
+    from dqn.agent import build_agent
+    from dqn.config import ActorConfig
+    from dqn.runtime import StopSignal
+    from dqn.weights import publish_weights
+
+    with replay_server(*BREAKOUT_SERVER, "--replay-max-size", "1000000") as (address, _):
+        client = reverb.Client(address)
+        bundle = build_agent(breakout_config(ActorConfig, replay_address=address))
+        publish_weights(client, [v.numpy() for v in bundle.policy_variables], 0)
+        for num_envs in (int(n) for n in args.num_envs.split(",")):
+            config = breakout_config(ActorConfig, replay_address=address, num_envs=num_envs, warmup_steps=0,
+                                     max_env_steps=1, summary_interval_s=3600)
+            actor = Actor(config, client, StopSignal())
+            actor.run()  # the first step: waits for the weights, traces the policy function
+            start, steps = time.perf_counter(), actor.env_steps
+            while time.perf_counter() - start < args.seconds:
+                actor.step()
+            rate = (actor.env_steps - steps) / (time.perf_counter() - start)
+            actor.close()
+            print(f"actor env steps/s, conv policy, {num_envs} envs, 1 TF thread: {rate:8.1f}  "
+                  f"(= {4 * rate:,.0f} ALE frames/s)", flush=True)
+
+
+def part_learner(args: argparse.Namespace) -> None:
+    """SGD steps/s of the conv net at the preset's batch size: fixed batch, and fed from replay."""
+    from tf_agents.utils import common
+
+    from dqn.agent import build_agent
+    from dqn.config import LearnerConfig
+    from dqn.envs import EnvOptions
+    from learner.train import make_dataset
+
+    with replay_server(*BREAKOUT_SERVER, "--replay-max-size", "100000") as (address, _):
+        config = breakout_config(LearnerConfig, replay_address=address)
+        write_items(address, config.env_id, EnvOptions.from_config(config), 5000)
+        bundle = build_agent(config)
+        iterator = iter(make_dataset(config, bundle))
+        fixed, _ = next(iterator)
+        train = common.function(bundle.agent.train)
+        steps = (("fixed batch", lambda: train(fixed)), ("fed from replay", lambda: train(next(iterator)[0])))
+        for name, step in steps:
+            for _ in range(3):
+                step()
+            calls, start = 0, time.perf_counter()
+            while time.perf_counter() - start < args.seconds:
+                step()
+                calls += 1
+            rate = calls / (time.perf_counter() - start)
+            print(f"learner SGD steps/s, conv net, batch {config.batch_size}, {name}: {rate:8.1f}  "
+                  f"(= {rate * config.batch_size:,.0f} transitions/s)", flush=True)
+
+
+PARTS = {"replay": part_replay, "actor": part_actor, "learner": part_learner}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=float, default=20.0, help="measuring time per figure")
+    parser.add_argument("--items", type=int, default=20_000, help="items measured for bytes/transition")
+    parser.add_argument("--num-envs", default="1,8", help="actor env counts to measure")
+    parser.add_argument("--part", choices=("all", *PARTS), default="all")
+    args = parser.parse_args()
+    if args.part != "all":
+        PARTS[args.part](args)
+        return
+    print(f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start", flush=True)
+    for part in PARTS:  # one process per part: each gets the TF threading of the role it stands for
+        command = [sys.executable, os.path.abspath(__file__), "--part", part, "--seconds", str(args.seconds),
+                   "--items", str(args.items), "--num-envs", args.num_envs]
+        subprocess.run(command, check=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+
+
+if __name__ == "__main__":
+    main()
