@@ -1,4 +1,4 @@
-"""The actor process: N parallel envs, batched epsilon-greedy inference, 2-step items per env stream.
+"""The actor process: N parallel envs, batched epsilon-greedy inference, 2-step (or n + 1-step) items per env stream.
 
 Loop: random warm-up steps, then the agent's collect policy on the whole batch of envs in one
 `tf.function` call per step; weights are swapped in from the `WeightsPuller` without ever blocking.
@@ -99,7 +99,7 @@ class Actor:
                 return
 
     def step(self) -> None:
-        """One batched step of all envs: choose actions, step, write the N 2-step streams."""
+        """One batched step of all envs: choose actions, step, write the N trajectory streams."""
         config = self.config
         warming_up = self.env_steps < config.warmup_steps
         if warming_up:

@@ -57,7 +57,7 @@ def _stream_configs(num_envs: int, table: str, priority: float, length: int) -> 
 
 
 class TrajectoryStreams:
-    """Writes a batch of N env steps per call as N independent 2-step trajectory streams.
+    """Writes a batch of N env steps per call as N independent trajectory streams (items of sequence_length steps).
 
     With `observation_spec`/`action_spec` given, every batch is checked against them before any item
     is created (one bad writer would poison the table: the server does not check signatures).

@@ -184,7 +184,7 @@ class LearnerConfig(CommonConfig):
 
 @dataclasses.dataclass(frozen=True)
 class ActorConfig(CommonConfig):
-    """An actor: N parallel envs, batched epsilon-greedy inference, 2-step items per env stream."""
+    """An actor: N parallel envs, batched epsilon-greedy inference, items of sequence_length steps per env stream."""
 
     actor_id: int = setting(0, "index of this actor (seeds, log dir actor-<id>, Ape-X epsilon); -1 = derive a "
                                   "stable id from the hostname (scaled compose/Kubernetes replicas)", ge=-1)
