@@ -16,9 +16,11 @@ RANDOM_POLICY_RETURN = 22  # CartPole-v1 with uniformly random actions averages 
 
 def test_local_defaults_learn_well_above_random(tmp_path):
     root = tmp_path / "run"
+    # The default evaluation interval (100 steps): CartPole DQN oscillates, and frequent evaluations catch its peaks
+    # (default runs of seeds 1-5 in bench/time_to_solve.py first evaluated >= 150 at train steps 600-1850).
     result = subprocess.run(
         [sys.executable, "-m", "launcher", "local", "--root-dir", str(root), "--seed", "3",
-         "--max-train-steps", "6000", "--eval-interval", "500", "--target-return", "150"],
+         "--max-train-steps", "6000", "--target-return", "150"],
         capture_output=True, text=True, cwd=REPO, timeout=540)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     evals = [json.loads(line) for line in (root / "evaluator" / "evals.jsonl").read_text().splitlines()]
