@@ -139,9 +139,8 @@ class Learner:
         health.set(True)
         rates = ReplayRates(client, config.rpc_timeout_s)
         feed = BatchFeed(lambda: make_dataset(config, self.bundle))
-        priorities = (PriorityUpdater(config.replay_address, REPLAY_TABLE, config.rpc_timeout_s)
-                      if config.prioritized_replay else None)
-        self.priorities = priorities
+        if config.prioritized_replay:
+            self.priorities = PriorityUpdater(config.replay_address, REPLAY_TABLE, config.rpc_timeout_s)
         last_time, last_step = time.monotonic(), self.step
         last_warning = 0.0
         step = self.step  # tracked locally: each train call advances the counter by exactly train_steps_per_call
@@ -160,13 +159,13 @@ class Learner:
                 continue
             experience, sample_info = sample
             before = step
-            if priorities is None:
+            if self.priorities is None:
                 loss, _ = self.train(experience, None)
             else:
                 loss, td_errors = self.train(experience, importance_weights(
                     sample_info.probability[:, 0].numpy(), sample_info.table_size[:, 0].numpy(),
                     importance_beta(config, step)))
-                priorities.submit(sample_info.key[:, 0].numpy(), td_errors.numpy())
+                self.priorities.submit(sample_info.key[:, 0].numpy(), td_errors.numpy())
             step = before + config.train_steps_per_call
             if crossed(before, step, config.publish_interval):
                 self.publish(publisher)
@@ -186,9 +185,9 @@ class Learner:
                     log.warning("no new data inserted for %.0f s (actors stopped?); training on stored data", stalled)
         log.info("stopping at train step %d (%s)", self.step, stop.signal_name or "max_train_steps reached")
         feed.close()
-        if priorities is not None:
-            priorities.wait_idle(config.rpc_timeout_s)
-            priorities.close()
+        if self.priorities is not None:
+            self.priorities.wait_idle(config.rpc_timeout_s)
+            self.priorities.close()
         health.set(False)
         self.save()
         self.publish(publisher)
