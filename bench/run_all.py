@@ -13,7 +13,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 #: In this order; a missing script is reported and skipped.
-BENCHES = ("learner_throughput", "actor_throughput", "scaling", "time_to_solve", "breakout")
+BENCHES = ("learner_throughput", "actor_throughput", "scaling", "learning_sim", "time_to_solve", "breakout")
 
 
 def main() -> int:

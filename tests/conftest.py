@@ -172,7 +172,8 @@ class System:
 
     def start_learner(self, *flags: str) -> RoleProcess:
         self.roles["learner"] = self.spawn(
-            "learner", *self.common(), "--max-train-steps", "1000000", "--publish-interval", "25",
+            # Batch 64: the default 256 needs 64 inserts per SGD step, slow for 4-env test actors.
+            "learner", *self.common(), "--batch-size", "64", "--max-train-steps", "1000000", "--publish-interval", "25",
             "--summary-interval", "25", "--checkpoint-interval", "200", "--no-data-timeout-s", "3", *flags,
             name="learner")
         return self.roles["learner"]

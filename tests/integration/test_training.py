@@ -19,6 +19,8 @@ from tests.conftest import REPO, free_port, health_status, run_cli, wait_until
 pytestmark = pytest.mark.integration
 
 FAST = ["--replay-min-size", "200", "--fc-layer-params", "32"]
+#: Learner-only: the default batch of 256 needs 64 inserts per SGD step, slow for 4-env test actors.
+LEARNER_FAST = ["--batch-size", "64"]
 
 
 def start_roles(spawn, server, root, num_actors=2, learner=True):
@@ -26,7 +28,8 @@ def start_roles(spawn, server, root, num_actors=2, learner=True):
     common = ["--root-dir", str(root), "--replay-address", server.address, *FAST]
     roles = {}
     if learner:
-        roles["learner"] = spawn("learner", *common, "--max-train-steps", "100000", "--publish-interval", "25",
+        roles["learner"] = spawn("learner", *common, *LEARNER_FAST, "--max-train-steps", "100000",
+                                 "--publish-interval", "25",
                                  "--summary-interval", "25", "--checkpoint-interval", "100000", name="learner")
     for i in range(num_actors):
         roles[f"actor-{i}"] = spawn("actor", *common, "--actor-id", str(i), "--num-envs", "4", "--warmup-steps", "200",
@@ -87,8 +90,8 @@ def test_actor_started_before_learner_waits_visibly_then_collects(spawn, replay_
     items_while_waiting = progress(root, "actor-0")["items"]
     time.sleep(2)
     assert progress(root, "actor-0")["items"] == items_while_waiting  # no collection without weights
-    spawn("learner", "--root-dir", str(root), "--replay-address", server.address, *FAST, "--max-train-steps", "100000",
-          "--publish-interval", "10", name="learner")
+    spawn("learner", "--root-dir", str(root), "--replay-address", server.address, *FAST, *LEARNER_FAST,
+          "--max-train-steps", "100000", "--publish-interval", "10", name="learner")
     wait_until(lambda: progress(root, "actor-0").get("weights_train_step", -1) >= 0, 120, "first weights")
     wait_until(lambda: progress(root, "actor-0").get("items", 0) > items_while_waiting, 60, "collection to resume")
 
@@ -114,7 +117,7 @@ def test_status_reports_tables_train_step_and_health(spawn, replay_server_factor
     server = replay_server_factory(*FAST)
     root = tmp_path / "run"
     health_port = free_port()
-    spawn("learner", "--root-dir", str(root), "--replay-address", server.address, *FAST, "--health-port",
+    spawn("learner", "--root-dir", str(root), "--replay-address", server.address, *FAST, *LEARNER_FAST, "--health-port",
           str(health_port), "--max-train-steps", "100000", name="learner")
     wait_until(lambda: health_status(health_port) == "SERVING", 90, "learner health")
     result = run_cli("status", "--replay-address", server.address, "--health", f"learner=localhost:{health_port}",
@@ -129,7 +132,7 @@ def test_status_reports_tables_train_step_and_health(spawn, replay_server_factor
 
 def test_local_exits_nonzero_when_a_role_dies(tmp_path):
     command = [sys.executable, "-m", "launcher", "local", "--root-dir", str(tmp_path / "run"), *FAST,
-               "--num-envs", "4", "--max-train-steps", "100000"]
+               *LEARNER_FAST, "--num-envs", "4", "--max-train-steps", "100000"]
     local = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO)
     try:
         def actor_child():

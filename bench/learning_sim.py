@@ -1,0 +1,197 @@
+"""Learning dynamics of the service in one process: how many train steps CartPole takes to solve, per seed.
+
+A full `dqn-service local` run costs 2-3 minutes of both cores per seed, too slow to compare settings over many
+seeds. This model keeps what shapes learning and drops the transport: the same `build_agent` (network, agent,
+optimizer, target updates), the same batched gymnasium envs (2 actors x 64 by default), the same ratio of env steps
+to SGD steps (batch_size / samples_per_insert), the same epsilon schedule, the actors' policy lag (weights copied
+every publish interval) and the evaluator's test (greedy average >= 475 over 10 episodes every eval interval, from
+the same 10 start states each time, as the evaluator does; `--fresh-eval-seeds` draws new ones per evaluation).
+Replay is an in-memory FIFO ring of the same items (sequence_length steps of one env, never across an episode
+boundary), sampled uniformly.
+
+It measures train steps to solve, not seconds: multiply by the service's SGD steps/s (learner log) for wall time.
+
+    python bench/learning_sim.py --seeds 1 2 3 4 5 6 -- --batch-size 256
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import numpy as np  # noqa: E402
+from tf_agents.trajectories import time_step as ts  # noqa: E402
+from tf_agents.trajectories import trajectory  # noqa: E402
+
+SOLVED_RETURN = 475.0
+
+
+class StepRing:
+    """Time-major FIFO of Trajectory rows [T, num_envs]; samples items of `length` rows of one env.
+
+    With `pad_episode_ends`, items may run past an episode's boundary row and the rows after it become zero
+    boundary rows: what TF-Agents' ReverbAddTrajectoryObserver(pad_end_of_episodes=True, tile_end_of_episodes=True)
+    writes, so the last n - 1 states of an episode also start n-step items.
+    """
+
+    def __init__(self, capacity: int, num_envs: int, observation_shape: tuple, length: int, pad_episode_ends: bool,
+                 rng: np.random.Generator):
+        rows = max(capacity // num_envs, length + 2)
+        self._rows, self._num_envs, self._length, self._pad, self._rng = rows, num_envs, length, pad_episode_ends, rng
+        self._step_type = np.zeros((rows, num_envs), np.int32)
+        self._next_step_type = np.zeros((rows, num_envs), np.int32)
+        self._observation = np.zeros((rows, num_envs, *observation_shape), np.float32)
+        self._action = np.zeros((rows, num_envs), np.int64)
+        self._reward = np.zeros((rows, num_envs), np.float32)
+        self._discount = np.zeros((rows, num_envs), np.float32)
+        self._head = 0
+        self._filled = 0
+
+    def add(self, time_step: ts.TimeStep, action: np.ndarray, next_time_step: ts.TimeStep) -> None:
+        """One batched env step as one row per env (the Trajectory TF-Agents' driver would build)."""
+        row = self._head
+        self._step_type[row], self._observation[row], self._action[row] = (time_step.step_type,
+                                                                           time_step.observation, action)
+        self._reward[row], self._discount[row] = next_time_step.reward, next_time_step.discount
+        self._next_step_type[row] = next_time_step.step_type
+        self._head = (self._head + 1) % self._rows
+        self._filled = min(self._filled + 1, self._rows)
+
+    def sample(self, batch_size: int) -> trajectory.Trajectory:
+        """`batch_size` items, uniformly over all valid (start row, env) pairs."""
+        starts, envs = [], []
+        needed = batch_size
+        checked_rows = 1 if self._pad else self._length - 1  # rows that may not be a boundary (LAST)
+        while needed > 0:
+            count = 2 * needed + 8
+            start = (self._head - self._rng.integers(self._length, self._filled + 1, size=count)) % self._rows
+            env = self._rng.integers(0, self._num_envs, size=count)
+            valid = np.ones(count, bool)
+            for offset in range(checked_rows):
+                valid &= self._step_type[(start + offset) % self._rows, env] != ts.StepType.LAST
+            starts.append(start[valid][:needed])
+            envs.append(env[valid][:needed])
+            needed -= min(needed, int(valid.sum()))
+        rows = (np.concatenate(starts)[:, None] + np.arange(self._length)[None]) % self._rows
+        cols = np.broadcast_to(np.concatenate(envs)[:, None], rows.shape)
+        fields = [array[rows, cols].copy() for array in (self._step_type, self._next_step_type, self._observation,
+                                                           self._action, self._reward, self._discount)]
+        step_type, next_step_type, observation, action, reward, discount = fields
+        if self._pad:
+            last = step_type == ts.StepType.LAST
+            after_boundary = (np.cumsum(last, axis=1) - last) > 0
+            step_type[after_boundary], next_step_type[after_boundary] = ts.StepType.LAST, ts.StepType.FIRST
+            for field in (observation, action, reward, discount):
+                field[after_boundary] = 0
+        return trajectory.Trajectory(step_type=step_type, observation=observation, action=action, policy_info=(),
+                                     next_step_type=next_step_type, reward=reward, discount=discount)
+
+
+def run_seed(seed: int, args: argparse.Namespace) -> dict:
+    """Trains one seed until solved or `args.steps`; returns the evaluation record."""
+    import tensorflow as tf
+
+    from dqn.agent import batched_actions, build_agent, epsilon_at
+    from dqn.config import LocalConfig
+    from dqn.configuration import resolve
+    from dqn.envs import GymnasiumVectorEnvironment
+    from dqn.runtime import StopSignal
+    from evaluator.evaluate import evaluate
+
+    config = resolve(LocalConfig, flags={**args.flags, "seed": str(seed)}, environ={})
+    tf.random.set_seed(seed)
+    rng = np.random.default_rng(seed)
+    learner, acting = build_agent(config), build_agent(config)  # acting = the actors' lagged copy of the weights
+
+    def publish() -> None:
+        for source, target in zip(learner.policy_variables, acting.policy_variables, strict=True):
+            target.assign(source)
+
+    publish()
+    num_envs = config.num_envs * config.num_actors
+    env = GymnasiumVectorEnvironment(config.env_id, num_envs, seed=seed)
+    collect = batched_actions(acting.agent.collect_policy, num_envs)
+    greedy = batched_actions(learner.agent.policy, config.eval_episodes)
+    ring = StepRing(config.replay_max_size, num_envs, env.observation_spec().shape, config.sequence_length(),
+                    args.pad_episode_ends, rng)
+    env_steps_per_train_step = (config.batch_size / config.samples_per_insert if config.samples_per_insert
+                                else num_envs)
+    train = tf.function(learner.agent.train, autograph=False)
+    time_step = env.reset()
+    env_steps, credit, warmup = 0, 0.0, config.warmup_steps * config.num_actors
+
+    def step_envs(train_step: int) -> None:
+        nonlocal time_step, env_steps
+        if env_steps < warmup:
+            action = rng.integers(0, env.action_spec().maximum + 1, size=num_envs).astype(np.int64)
+        else:
+            acting.epsilon.assign(epsilon_at(config, train_step))
+            action = collect(time_step)
+        next_time_step = env.step(action)
+        ring.add(time_step, action, next_time_step)
+        time_step, env_steps = next_time_step, env_steps + num_envs
+
+    while env_steps < max(warmup, config.replay_min_size):
+        step_envs(0)
+    started, evals, solved_at, max_mean_q = time.monotonic(), [], None, 0.0
+    for train_step in range(1, args.steps + 1):
+        credit += env_steps_per_train_step
+        while credit >= num_envs:
+            step_envs(train_step)
+            credit -= num_envs
+        train(ring.sample(config.batch_size))
+        if train_step % config.publish_interval == 0:
+            publish()
+        if train_step % config.eval_interval == 0:
+            # Mean Q over the envs' current states: values far above 1 / (1 - gamma) mean the targets diverged.
+            max_mean_q = max(max_mean_q, float(np.mean(learner.agent._q_network(time_step.observation)[0])))
+            eval_config = dataclasses.replace(config, eval_episodes=10)
+            eval_seed = seed + 99_991 + (train_step if args.fresh_eval_seeds else 0)  # the evaluator's seed rule
+            average_return, _ = evaluate(eval_config, greedy, eval_seed, StopSignal())
+            evals.append((train_step, round(average_return)))
+            if average_return >= SOLVED_RETURN:
+                solved_at = train_step
+                break
+    return {"seed": seed, "solved_at_train_step": solved_at, "best_eval_return": max(r for _, r in evals),
+            "env_steps": env_steps, "max_mean_q": round(max_mean_q, 1), "seconds": round(time.monotonic() - started),
+            "evals_every_1000": [e for e in evals if e[0] % 1000 == 0]}
+
+
+def main() -> None:
+    """Runs the seeds one after another and prints one JSON row each, then the solved count."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5, 6])
+    parser.add_argument("--steps", type=int, default=6000, help="train-step budget per seed")
+    parser.add_argument("--pad-episode-ends", action="store_true",
+                        help="n-step items also at episode ends, zero-padded (TF-Agents' pad_end_of_episodes)")
+    parser.add_argument("--fresh-eval-seeds", action="store_true",
+                        help="new start states per evaluation (the evaluator reuses one seed)")
+    parser.add_argument("extra", nargs="*", help="service flags after --, e.g. -- --batch-size 256")
+    args = parser.parse_args()
+    if len(args.extra) % 2:
+        parser.error("extra flags come as --name value pairs")
+    pairs = zip(args.extra[::2], args.extra[1::2], strict=True)
+    args.flags = {name.lstrip("-").replace("-", "_"): value for name, value in pairs}
+    import tensorflow as tf
+
+    tf.config.threading.set_intra_op_parallelism_threads(1)
+    tf.config.threading.set_inter_op_parallelism_threads(1)
+    print(f"flags {args.extra}; budget {args.steps} train steps per seed", flush=True)
+    results = []
+    for seed in args.seeds:
+        results.append(run_seed(seed, args))
+        print(json.dumps(results[-1]), flush=True)
+    solved = sorted(r["solved_at_train_step"] for r in results if r["solved_at_train_step"])
+    print(f"solved {len(solved)}/{len(results)} within {args.steps} train steps; at train steps {solved}; "
+          f"best returns {[r['best_eval_return'] for r in results]}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
