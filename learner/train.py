@@ -81,11 +81,15 @@ def crossed(before: int, after: int, interval: int) -> bool:
     return after // interval > before // interval
 
 
-def export_policy(bundle: AgentBundle, directory: str, step: int) -> None:
-    """Saves the greedy policy as a SavedModel, replacing the previous export atomically."""
+def export_policy(saver: policy_saver.PolicySaver, directory: str, step: int) -> None:
+    """Saves the greedy policy as a SavedModel, replacing the previous export atomically.
+
+    Pass the same `saver` every time: each new PolicySaver traces fresh functions that TF keeps for the life of
+    the process (~4 MiB of learner RSS per export measured; one reused saver ~0.75 MiB).
+    """
     tmp = f"{directory}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
-    policy_saver.PolicySaver(bundle.agent.policy, batch_size=None).save(tmp)
+    saver.save(tmp)
     old = f"{directory}.old"
     shutil.rmtree(old, ignore_errors=True)
     if os.path.exists(directory):
@@ -109,6 +113,7 @@ class Learner:
         self.train = make_train_fn(self.bundle, config.batch_size, config.train_steps_per_call)
         self.writer = tf.summary.create_file_writer(self.summary_dir)
         self.priorities: PriorityUpdater | None = None
+        self.policy_saver: policy_saver.PolicySaver | None = None  # made at the first export, then reused
 
     @property
     def step(self) -> int:
@@ -172,7 +177,9 @@ class Learner:
             if crossed(before, step, config.checkpoint_interval):
                 self.save()
             if config.export_interval and crossed(before, step, config.export_interval):
-                export_policy(self.bundle, os.path.join(self.summary_dir, "policy"), step)
+                if self.policy_saver is None:
+                    self.policy_saver = policy_saver.PolicySaver(self.bundle.agent.policy, batch_size=None)
+                export_policy(self.policy_saver, os.path.join(self.summary_dir, "policy"), step)
             if crossed(before, step, config.summary_interval):
                 now = time.monotonic()
                 sgd_rate = (step - last_step) / max(now - last_time, 1e-9)

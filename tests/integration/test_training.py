@@ -23,14 +23,14 @@ FAST = ["--replay-min-size", "200", "--fc-layer-params", "32"]
 LEARNER_FAST = ["--batch-size", "64"]
 
 
-def start_roles(spawn, server, root, num_actors=2, learner=True):
+def start_roles(spawn, server, root, num_actors=2, learner=True, learner_flags=()):
     """Learner, actors and evaluator against `server`, each with small budgets and 1 s summaries."""
     common = ["--root-dir", str(root), "--replay-address", server.address, *FAST]
     roles = {}
     if learner:
         roles["learner"] = spawn("learner", *common, *LEARNER_FAST, "--max-train-steps", "100000",
-                                 "--publish-interval", "25",
-                                 "--summary-interval", "25", "--checkpoint-interval", "100000", name="learner")
+                                 "--publish-interval", "25", "--summary-interval", "25",
+                                 "--checkpoint-interval", "100000", *learner_flags, name="learner")
     for i in range(num_actors):
         roles[f"actor-{i}"] = spawn("actor", *common, "--actor-id", str(i), "--num-envs", "4", "--warmup-steps", "200",
                                     "--summary-interval-s", "1", "--weights-refresh-interval", "40", name=f"actor-{i}")
@@ -46,11 +46,20 @@ def progress(root, name):
 def test_actors_insert_learner_trains_publishes_evaluator_reports(spawn, replay_server_factory, tmp_path):
     server = replay_server_factory(*FAST)
     root = tmp_path / "run"
-    roles = start_roles(spawn, server, root)
+    roles = start_roles(spawn, server, root, learner_flags=("--export-interval", "40"))
 
     wait_until(lambda: all(progress(root, f"actor-{i}").get("items", 0) > 100 for i in range(2)), 120,
                "both actors to insert items")
     wait_until(lambda: progress(root, "learner").get("train_step", 0) >= 100, 120, "the learner to train 100 steps")
+    # Periodic greedy-policy exports (steps 40 and 80, through one reused PolicySaver) load and act.
+    wait_until(lambda: roles["learner"].log().count("exported greedy policy") >= 2, 60, "two policy exports")
+    import tensorflow as tf
+    from tf_agents.trajectories import time_step as ts
+
+    exported = tf.saved_model.load(str(root / "learner" / "policy"))
+    observation = tf.constant([[0.01, 0.0, 0.02, 0.0]], tf.float32)
+    action = exported.action(ts.restart(observation, batch_size=1), exported.get_initial_state(1)).action.numpy()
+    assert action.shape == (1,) and action[0] in (0, 1)
     wait_until(lambda: (root / "evaluator" / "evals.jsonl").exists(), 120, "an evaluation")
     record = json.loads((root / "evaluator" / "evals.jsonl").read_text().splitlines()[0])
     assert record["episodes"] == 3 and record["average_return"] > 0
