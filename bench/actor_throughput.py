@@ -21,7 +21,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.common import replay_server  # noqa: E402
+from bench.common import inserted, replay_server  # noqa: E402
 
 #: The issue's absolute goal for one actor process (issue #5, target 1); the bench reports against it.
 TARGET_STEPS_PER_SEC = 20_000
@@ -43,13 +43,6 @@ class Deadline:
         """Sleeps up to timeout_s; True if the deadline passed."""
         time.sleep(max(0.0, min(timeout_s, self.end - time.monotonic())))
         return self.requested
-
-
-def inserted(client) -> int:
-    """Items the replay table has accepted since the server started (not capped by its max size)."""
-    from dqn.replay import REPLAY_TABLE
-
-    return client.server_info(timeout=30)[REPLAY_TABLE].rate_limiter_info.insert_stats.completed
 
 
 def ceiling(env_id: str, num_envs: int, seconds: float) -> float:

@@ -22,7 +22,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.common import replay_server  # noqa: E402
+from bench.common import fill_replay, replay_server  # noqa: E402
 
 BREAKOUT_SERVER = ("--preset", "breakout", "--replay-min-size", "100")
 
@@ -33,30 +33,6 @@ def breakout_config(config_class, **overrides):
 
     flags = {"preset": "breakout", **{k: str(v) for k, v in overrides.items()}}
     return resolve(config_class, environ={}, flags=flags)
-
-
-def write_items(address: str, env_id: str, options, num_items: int, num_envs: int = 8, seed: int = 0) -> float:
-    """Writes about `num_items` random-policy 2-step items through the actor's writer; returns items/s."""
-    import numpy as np
-    import reverb
-
-    from actor.writer import TrajectoryStreams
-    from dqn.envs import GymnasiumVectorEnvironment
-
-    env = GymnasiumVectorEnvironment(env_id, num_envs, seed=seed, options=options)
-    streams = TrajectoryStreams(reverb.Client(address), num_envs)
-    rng = np.random.default_rng(seed)
-    num_actions = int(env.action_spec().maximum) + 1
-    time_step, start = env.reset(), time.perf_counter()
-    while streams.items_created < num_items:
-        action = rng.integers(0, num_actions, size=num_envs, dtype=np.int64)
-        next_time_step = env.step(action)
-        streams.append(time_step, action, next_time_step)
-        streams.wait_for_server(max_pending_per_stream=4, timeout_ms=30_000)  # the actor default
-        time_step = next_time_step
-    streams.close(timeout_ms=120_000)
-    env.close()
-    return streams.items_created / (time.perf_counter() - start)
 
 
 def replay_bytes(env_id: str, server_flags: tuple[str, ...], options, items: int) -> tuple[float, int]:
@@ -74,9 +50,9 @@ def replay_bytes(env_id: str, server_flags: tuple[str, ...], options, items: int
             time.sleep(1.0)  # let the server settle its last inserts
             return server.memory_info().rss, client.server_info(timeout=30)[REPLAY_TABLE].current_size
 
-        write_items(address, env_id, options, warmup, seed=1)
+        fill_replay(address, warmup, env_id=env_id, options=options, seed=1)
         rss_before, size_before = measure()
-        write_items(address, env_id, options, items, seed=2)
+        fill_replay(address, items, env_id=env_id, options=options, seed=2)
         rss_after, size_after = measure()
     return (rss_after - rss_before) / (size_after - size_before), size_after - size_before
 
@@ -137,7 +113,7 @@ def part_learner(args: argparse.Namespace) -> None:
 
     with replay_server(*BREAKOUT_SERVER, "--replay-max-size", "100000") as (address, _):
         config = breakout_config(LearnerConfig, replay_address=address)
-        write_items(address, config.env_id, EnvOptions.from_config(config), 5000)
+        fill_replay(address, 5000, env_id=config.env_id, options=EnvOptions.from_config(config))
         bundle = build_agent(config)
         iterator = iter(make_dataset(config, bundle))
         fixed, _ = next(iterator)

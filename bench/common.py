@@ -39,22 +39,33 @@ def replay_server(*flags: str):
         log.close()
 
 
-def fill_replay(address: str, num_items: int, num_envs: int = 8) -> None:
-    """Writes about `num_items` random-policy CartPole items through the actor's writer."""
+def inserted(client) -> int:
+    """Items the replay table has accepted since the server started (not capped by its max size)."""
+    from dqn.replay import REPLAY_TABLE
+
+    return client.server_info(timeout=30)[REPLAY_TABLE].rate_limiter_info.insert_stats.completed
+
+
+def fill_replay(address: str, num_items: int, num_envs: int = 8, env_id: str = "CartPole-v1", options=None,
+                seed: int = 0) -> float:
+    """Writes about `num_items` random-policy items through the actor's writer; returns items/s."""
     import numpy as np
     import reverb
 
     from actor.writer import TrajectoryStreams
     from dqn.envs import GymnasiumVectorEnvironment
 
-    env = GymnasiumVectorEnvironment("CartPole-v1", num_envs, seed=0)
+    env = GymnasiumVectorEnvironment(env_id, num_envs, seed=seed, options=options)
     streams = TrajectoryStreams(reverb.Client(address), num_envs)
-    rng = np.random.default_rng(0)
-    time_step = env.reset()
+    rng = np.random.default_rng(seed)
+    num_actions = int(env.action_spec().maximum) + 1
+    time_step, start = env.reset(), time.perf_counter()
     while streams.items_created < num_items:
-        action = rng.integers(0, 2, size=num_envs, dtype=np.int64)
+        action = rng.integers(0, num_actions, size=num_envs, dtype=np.int64)
         next_time_step = env.step(action)
         streams.append(time_step, action, next_time_step)
-        streams.wait_for_server(max_pending_per_stream=4, timeout_ms=10_000)  # < Reverb's ~60-pending warning
+        streams.wait_for_server(max_pending_per_stream=4, timeout_ms=30_000)  # < Reverb's ~60-pending warning
         time_step = next_time_step
-    streams.close(timeout_ms=60_000)
+    streams.close(timeout_ms=120_000)
+    env.close()
+    return streams.items_created / (time.perf_counter() - start)

@@ -21,7 +21,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.common import fill_replay, replay_server  # noqa: E402
+from bench.common import fill_replay, inserted, replay_server  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -59,13 +59,6 @@ class PeakRss:
     def __exit__(self, *_: object) -> None:
         self._stop.set()
         self._thread.join()
-
-
-def inserted(client) -> int:
-    """Items the replay table has accepted since the server started."""
-    from dqn.replay import REPLAY_TABLE
-
-    return client.server_info(timeout=30)[REPLAY_TABLE].rate_limiter_info.insert_stats.completed
 
 
 def start_actor(address: str, root: str, actor_id: int, num_envs: int | None) -> subprocess.Popen:
