@@ -1,7 +1,5 @@
 """`python -m launcher` = `dqn-service`."""
 
-import sys
+from launcher.cli import entry
 
-from launcher.cli import main
-
-sys.exit(main())
+entry()

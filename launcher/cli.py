@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib
+import logging
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -108,5 +110,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         return error.exit_code
 
 
+def entry(argv: Sequence[str] | None = None) -> None:
+    """Console-script entry: main(), then an immediate process exit once output is flushed.
+
+    A role's work is saved before main() returns (checkpoints written, summaries and Reverb writers
+    flushed). Normal interpreter teardown would then run C++ static destructors while Reverb/gRPC
+    threads abandoned under a deadline may still be alive; that race aborts the process ("terminate
+    called without an active exception", exit -6) even though the role stopped cleanly.
+    """
+    code = main(argv)
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

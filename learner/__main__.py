@@ -2,6 +2,6 @@
 
 import sys
 
-from launcher.cli import main
+from launcher.cli import entry
 
-sys.exit(main(["learner", *sys.argv[1:]]))
+entry(["learner", *sys.argv[1:]])
