@@ -49,7 +49,8 @@ class Actor:
         self.env = GymnasiumVectorEnvironment(config.env_id, config.num_envs, seed=self.seed, options=options)
         observation_spec, action_spec, _ = env_specs(config.env_id, options)
         self.streams = TrajectoryStreams(client, config.num_envs, observation_spec=observation_spec,
-                                         action_spec=action_spec, sequence_length=config.sequence_length())
+                                         action_spec=action_spec, sequence_length=config.sequence_length(),
+                                         run_past_episode_end=config.items_run_past_episode_end())
         self.act = batched_actions(self.bundle.agent.collect_policy, config.num_envs)
         self.puller = WeightsPuller(config.replay_address, config.rpc_timeout_s)
         self.summary_dir = config.path(f"actor-{config.actor_id}")

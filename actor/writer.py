@@ -2,8 +2,13 @@
 
 TF-Agents' `ReverbAddTrajectoryObserver` rejects batched trajectories, so a batched actor needs
 its own writer. The semantics copied here (and checked against the observer in a test): append
-every step; once >= L steps are cached (L = 2, or n + 1 for n-step returns), each new step creates an
+every step; once >= L steps are cached (L = 2, or train_sequence_length for an RNN), each new step creates an
 item of the last L; after a boundary step (LAST -> FIRST) the cache restarts, so no item spans two episodes.
+
+n-step items (L = n + 1) follow one deliberate difference, `run_past_episode_end`: every window of L steps
+that does not start on a boundary step, so the last n - 1 states of an episode start items too (see
+dqn/nstep.py for why, and for the learner-side rewrite that makes those windows stop at the episode end).
+For L = 2 both rules make the same items.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ ENVS_PER_WRITER = 8
 #: Steps a chunk may span. StructuredWriter sizes its chunks by its longest pattern (here 2 steps): chunks that
 #: short cost the replay server ~4.5 KB per CartPole transition; 8-step chunks ~2.5 KB (bench/scaling.py).
 CHUNK_STEPS = 8
-#: Fields of one appended step per env, column-major in the flat step: the 6 Trajectory leaves + segment length.
+#: Fields of one appended step per env, column-major in the flat step: the 6 Trajectory leaves + "make an item".
 _FIELDS = 7
 
 
@@ -36,18 +41,18 @@ class InvalidItem(ValueError):
 def _stream_configs(num_envs: int, table: str, priority: float, length: int) -> list:
     """StructuredWriter configs for `num_envs` streams in one flat step.
 
-    Env i's item is its last `length` steps, made when its current episode segment holds >= `length`
-    steps: the per-env rule of ReverbAddTrajectoryObserver.
+    Env i's item is its last `length` steps, made when the step's last column (computed per env in
+    `TrajectoryStreams.append`) is 1.
     """
     ref = structured_writer.create_reference_step([None] * (_FIELDS * num_envs))
-    segment = structured_writer.Condition.data([None] * (_FIELDS * num_envs))
+    make_item = structured_writer.Condition.data([None] * (_FIELDS * num_envs))
     configs = []
     for i in range(num_envs):
         leaf = [ref[field * num_envs + i][-length:] for field in range(_FIELDS - 1)]
         pattern = trajectory.Trajectory(step_type=leaf[0], observation=leaf[1], action=leaf[2], policy_info=(),
                                         next_step_type=leaf[3], reward=leaf[4], discount=leaf[5])
         configs.append(structured_writer.create_config(
-            pattern, table, conditions=[segment[(_FIELDS - 1) * num_envs + i] >= length],
+            pattern, table, conditions=[make_item[(_FIELDS - 1) * num_envs + i] == 1],
             priority=structured_writer.constant_priority_fn(priority)))
     # A pattern that never fires (step_index < 0), only so the writer keeps CHUNK_STEPS steps alive per column
     # and may build chunks that long; the backpressure flush still finalizes chunks early when it must.
@@ -64,18 +69,24 @@ class TrajectoryStreams:
     """
 
     def __init__(self, client: reverb.Client, num_envs: int, table: str = REPLAY_TABLE, priority: float = 1.0,
-                 observation_spec=None, action_spec=None, sequence_length: int = SEQUENCE_LENGTH):
+                 observation_spec=None, action_spec=None, sequence_length: int = SEQUENCE_LENGTH,
+                 run_past_episode_end: bool = False):
         # Reverb's StructuredWriter makes the items in C++ from patterns and conditions: one Python `append` per
         # group of envs per step instead of an append plus a create_item per env (those two took ~70 % of an
         # actor step). Groups stay small because Reverb logs "pending items is alarmingly high" on every append
         # once a writer holds ~60 unconfirmed items (max_pending_items * group + group must stay below that).
         self._sequence_length = sequence_length  # n + 1 steps per item (n-step returns)
+        self._run_past_episode_end = run_past_episode_end
+        # Rule of the observer: steps of each env's current episode segment. Rule for n-step windows: whether
+        # each of the last L appended steps was a boundary step (row 0 = the first step of the next window).
+        self._cached_steps = np.zeros(num_envs, dtype=np.int64)
+        self._recent_boundaries = np.zeros((sequence_length, num_envs), dtype=bool)
+        self._appended = 0
         self._num_envs = num_envs
         self._groups = [slice(start, min(start + ENVS_PER_WRITER, num_envs))
                         for start in range(0, num_envs, ENVS_PER_WRITER)]
         self._writers = [client.structured_writer(_stream_configs(group.stop - group.start, table, priority,
                                                                   sequence_length)) for group in self._groups]
-        self._cached_steps = np.zeros(num_envs, dtype=np.int64)
         self._observation_spec = observation_spec
         self._action_spec = action_spec
         self.items_created = 0
@@ -100,17 +111,29 @@ class TrajectoryStreams:
         """Appends step t of every env: (time_step[i], action[i]) -> next_time_step[i]."""
         self._validate(next_time_step.observation, action)
         step_type = time_step.step_type
-        # Steps of each env's current episode segment including this one: the item condition (>= L) in C++.
-        cached = self._cached_steps + 1
+        make_item = self._make_items(step_type)
         columns = (step_type, time_step.observation, action, next_time_step.step_type, next_time_step.reward,
-                   next_time_step.discount, cached)
+                   next_time_step.discount, make_item)
         for group, writer in zip(self._groups, self._writers, strict=True):
             # Column-major flat step (field by field, env by env): iterating an array yields its rows as numpy
             # scalars/arrays of the right dtype without any per-value conversion in Python.
             writer.append([value for column in columns for value in column[group]])
-        self.items_created += int(np.count_nonzero(cached >= self._sequence_length))
+        self.items_created += int(np.count_nonzero(make_item))
+
+    def _make_items(self, step_type: np.ndarray) -> np.ndarray:
+        """Per env, 1 if appending this step completes an item of the last L steps, else 0 (int64 column)."""
+        is_boundary = step_type == ts.StepType.LAST
+        if self._run_past_episode_end:
+            self._recent_boundaries = np.roll(self._recent_boundaries, -1, axis=0)
+            self._recent_boundaries[-1] = is_boundary
+            self._appended += 1
+            if self._appended < self._sequence_length:
+                return np.zeros(self._num_envs, dtype=np.int64)
+            return (~self._recent_boundaries[0]).astype(np.int64)  # the window may not start on a boundary
+        cached = self._cached_steps + 1
         # After a boundary step (LAST -> FIRST) the segment restarts, so no item spans two episodes.
-        self._cached_steps = np.where(step_type == ts.StepType.LAST, 0, cached)
+        self._cached_steps = np.where(is_boundary, 0, cached)
+        return (cached >= self._sequence_length).astype(np.int64)
 
     def wait_for_server(self, max_pending_per_stream: int, timeout_ms: int) -> bool:
         """Backpressure: waits until the streams hold at most this many unconfirmed items each (on average).

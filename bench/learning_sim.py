@@ -6,8 +6,9 @@ optimizer, target updates), the same batched gymnasium envs (2 actors x 64 by de
 to SGD steps (batch_size / samples_per_insert), the same epsilon schedule, the actors' policy lag (weights copied
 every publish interval) and the evaluator's test (greedy average >= 475 over 10 episodes every eval interval, from
 the same 10 start states each time, as the evaluator does; `--fresh-eval-seeds` draws new ones per evaluation).
-Replay is an in-memory FIFO ring of the same items (sequence_length steps of one env, never across an episode
-boundary), sampled uniformly.
+Replay is an in-memory FIFO ring of the same items (sequence_length steps of one env, by the writer's rules: never
+across an episode boundary, except n-step windows, which may run past an episode end and are closed by the
+learner's `close_episode_ends`), sampled uniformly.
 
 It measures train steps to solve, not seconds: multiply by the service's SGD steps/s (learner log) for wall time.
 
@@ -36,15 +37,15 @@ SOLVED_RETURN = 475.0
 class StepRing:
     """Time-major FIFO of Trajectory rows [T, num_envs]; samples items of `length` rows of one env.
 
-    With `pad_episode_ends`, items may run past an episode's boundary row and the rows after it become zero
-    boundary rows: what TF-Agents' ReverbAddTrajectoryObserver(pad_end_of_episodes=True, tile_end_of_episodes=True)
-    writes, so the last n - 1 states of an episode also start n-step items.
+    With `run_past_episode_end` (the actors' rule for n-step items), an item may start at any row that is not a
+    boundary and reach into the next episode; otherwise (TF-Agents' observer rule) it holds one episode's rows.
     """
 
-    def __init__(self, capacity: int, num_envs: int, observation_shape: tuple, length: int, pad_episode_ends: bool,
-                 rng: np.random.Generator):
+    def __init__(self, capacity: int, num_envs: int, observation_shape: tuple, length: int,
+                 run_past_episode_end: bool, rng: np.random.Generator):
         rows = max(capacity // num_envs, length + 2)
-        self._rows, self._num_envs, self._length, self._pad, self._rng = rows, num_envs, length, pad_episode_ends, rng
+        self._rows, self._num_envs, self._length, self._rng = rows, num_envs, length, rng
+        self._run_past_episode_end = run_past_episode_end
         self._step_type = np.zeros((rows, num_envs), np.int32)
         self._next_step_type = np.zeros((rows, num_envs), np.int32)
         self._observation = np.zeros((rows, num_envs, *observation_shape), np.float32)
@@ -68,7 +69,7 @@ class StepRing:
         """`batch_size` items, uniformly over all valid (start row, env) pairs."""
         starts, envs = [], []
         needed = batch_size
-        checked_rows = 1 if self._pad else self._length - 1  # rows that may not be a boundary (LAST)
+        checked_rows = 1 if self._run_past_episode_end else self._length - 1  # rows that may not be a boundary
         while needed > 0:
             count = 2 * needed + 8
             start = (self._head - self._rng.integers(self._length, self._filled + 1, size=count)) % self._rows
@@ -84,12 +85,6 @@ class StepRing:
         fields = [array[rows, cols].copy() for array in (self._step_type, self._next_step_type, self._observation,
                                                            self._action, self._reward, self._discount)]
         step_type, next_step_type, observation, action, reward, discount = fields
-        if self._pad:
-            last = step_type == ts.StepType.LAST
-            after_boundary = (np.cumsum(last, axis=1) - last) > 0
-            step_type[after_boundary], next_step_type[after_boundary] = ts.StepType.LAST, ts.StepType.FIRST
-            for field in (observation, action, reward, discount):
-                field[after_boundary] = 0
         return trajectory.Trajectory(step_type=step_type, observation=observation, action=action, policy_info=(),
                                      next_step_type=next_step_type, reward=reward, discount=discount)
 
@@ -102,6 +97,7 @@ def run_seed(seed: int, args: argparse.Namespace) -> dict:
     from dqn.config import LocalConfig
     from dqn.configuration import resolve
     from dqn.envs import GymnasiumVectorEnvironment
+    from dqn.nstep import close_episode_ends
     from dqn.runtime import StopSignal
     from evaluator.evaluate import evaluate
 
@@ -119,11 +115,16 @@ def run_seed(seed: int, args: argparse.Namespace) -> dict:
     env = GymnasiumVectorEnvironment(config.env_id, num_envs, seed=seed)
     collect = batched_actions(acting.agent.collect_policy, num_envs)
     greedy = batched_actions(learner.agent.policy, config.eval_episodes)
+    run_past_episode_end = config.items_run_past_episode_end() and not args.observer_windows
     ring = StepRing(config.replay_max_size, num_envs, env.observation_spec().shape, config.sequence_length(),
-                    args.pad_episode_ends, rng)
+                    run_past_episode_end, rng)
     env_steps_per_train_step = (config.batch_size / config.samples_per_insert if config.samples_per_insert
                                 else num_envs)
-    train = tf.function(learner.agent.train, autograph=False)
+    if run_past_episode_end:  # what the learner's dataset does to these windows
+        train = tf.function(lambda items: learner.agent.train(close_episode_ends(items, config.gamma)),
+                            autograph=False)
+    else:
+        train = tf.function(learner.agent.train, autograph=False)
     time_step = env.reset()
     env_steps, credit, warmup = 0, 0.0, config.warmup_steps * config.num_actors
 
@@ -169,8 +170,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5, 6])
     parser.add_argument("--steps", type=int, default=6000, help="train-step budget per seed")
-    parser.add_argument("--pad-episode-ends", action="store_true",
-                        help="n-step items also at episode ends, zero-padded (TF-Agents' pad_end_of_episodes)")
+    parser.add_argument("--observer-windows", action="store_true",
+                        help="n-step items only within one episode (TF-Agents' observer rule; their targets diverge)")
     parser.add_argument("--fresh-eval-seeds", action="store_true",
                         help="new start states per evaluation (the evaluator reuses one seed)")
     parser.add_argument("extra", nargs="*", help="service flags after --, e.g. -- --batch-size 256")

@@ -130,6 +130,10 @@ class CommonConfig:
         """
         return self.train_sequence_length if self.lstm_size else self.n_step_update + 1
 
+    def items_run_past_episode_end(self) -> bool:
+        """n-step items start at every step of an episode and may reach into the next (see dqn/nstep.py)."""
+        return self.n_step_update > 1
+
     def path(self, *parts: str) -> str:
         """A path under the run directory."""
         return os.path.join(self.root_dir, *parts)

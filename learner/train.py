@@ -21,6 +21,7 @@ from tf_agents.utils import common
 from dqn.agent import AgentBundle, build_agent, epsilon_at
 from dqn.config import LearnerConfig
 from dqn.health import start_health
+from dqn.nstep import close_episode_ends
 from dqn.progress import write_progress
 from dqn.replay import REPLAY_TABLE, check_table_matches, wait_for_server
 from dqn.runtime import StopSignal
@@ -42,6 +43,8 @@ def make_dataset(config: LearnerConfig, bundle: AgentBundle) -> tf.data.Dataset:
         server_address=config.replay_address, rate_limiter_timeout_ms=int(config.no_data_timeout_s * 1000))
     dataset = buffer.as_dataset(sample_batch_size=config.batch_size * config.train_steps_per_call,
                                 num_steps=config.sequence_length(), num_parallel_calls=config.num_parallel_calls)
+    if config.items_run_past_episode_end():
+        dataset = dataset.map(lambda experience, info: (close_episode_ends(experience, config.gamma), info))
     return dataset.prefetch(config.prefetch)
 
 

@@ -34,8 +34,8 @@ def test_n_step_items_hold_n_plus_one_steps_and_learner_trains(system_factory, a
     for sample in samples:
         assert sample.data.observation.shape == (4, 4)  # n + 1 = 4 steps of CartPole's 4-vector
         step_types = np.asarray(sample.data.step_type)
-        # No item spans two episodes: a LAST step (2) can only be the final step of an item.
-        assert not (step_types[:-1] == 2).any(), step_types
+        # n-step windows may run past an episode end (dqn/nstep.py) but never start on its boundary step (LAST = 2).
+        assert step_types[0] != 2, step_types
     assert system.roles["learner"].terminate() == 0
     assert system.roles["actor-0"].terminate() == 0
 
