@@ -19,8 +19,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from time_to_solve import run_service  # noqa: E402 - sibling bench script
 
 VARIANTS = {
-    "plain": ["--double-dqn", "false"],
-    "double": [],  # the default agent is DdqnAgent
+    "plain": [],  # the default agent is DqnAgent
+    "double": ["--double-dqn", "true"],
     "n-step=3": ["--n-step-update", "3"],
     "prioritized": ["--prioritized-replay", "true"],
     "rnn": ["--lstm-size", "64", "--train-sequence-length", "8"],

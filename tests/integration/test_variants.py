@@ -21,8 +21,8 @@ def sample_items(address: str, count: int) -> list:
     return [sample._replace(data=tf.nest.pack_sequence_as(signature, sample.data)) for sample in samples]
 
 
-@pytest.mark.parametrize("agent_flags", [("--n-step-update", "3"), ("--n-step-update", "3", "--double-dqn", "false")],
-                         ids=["double-dqn", "plain-dqn"])
+@pytest.mark.parametrize("agent_flags", [("--n-step-update", "3"), ("--n-step-update", "3", "--double-dqn", "true")],
+                         ids=["plain-dqn", "double-dqn"])
 def test_n_step_items_hold_n_plus_one_steps_and_learner_trains(system_factory, agent_flags):
     flags = agent_flags
     system = system_factory(*NO_LIMITER, *flags)

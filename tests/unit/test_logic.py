@@ -116,3 +116,12 @@ def test_rnn_with_n_step_is_refused():
     with pytest.raises(ConfigError, match="--n-step-update .* must be 1 with an RNN"):
         CommonConfig(lstm_size=(8,), n_step_update=3).check()
     assert CommonConfig(lstm_size=(8,), train_sequence_length=6).sequence_length() == 6
+
+
+def test_plain_dqn_by_default_double_dqn_on_request():
+    from tf_agents.agents.dqn import dqn_agent
+
+    from dqn.agent import build_agent
+
+    assert type(build_agent(CommonConfig(fc_layer_params=(8,))).agent) is dqn_agent.DqnAgent
+    assert type(build_agent(CommonConfig(fc_layer_params=(8,), double_dqn=True)).agent) is dqn_agent.DdqnAgent
