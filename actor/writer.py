@@ -77,8 +77,8 @@ class TrajectoryStreams:
         # once a writer holds ~60 unconfirmed items (max_pending_items * group + group must stay below that).
         self._sequence_length = sequence_length  # n + 1 steps per item (n-step returns)
         self._run_past_episode_end = run_past_episode_end
-        # Rule of the observer: steps of each env's current episode segment. Rule for n-step windows: whether
-        # each of the last L appended steps was a boundary step (row 0 = the first step of the next window).
+        # Rule of the observer: steps of each env's current episode segment. Rule for n-step windows: a ring of
+        # whether each of the last L appended steps was a boundary step (row appended % L holds step `appended`).
         self._cached_steps = np.zeros(num_envs, dtype=np.int64)
         self._recent_boundaries = np.zeros((sequence_length, num_envs), dtype=bool)
         self._appended = 0
@@ -124,12 +124,13 @@ class TrajectoryStreams:
         """Per env, 1 if appending this step completes an item of the last L steps, else 0 (int64 column)."""
         is_boundary = step_type == ts.StepType.LAST
         if self._run_past_episode_end:
-            self._recent_boundaries = np.roll(self._recent_boundaries, -1, axis=0)
-            self._recent_boundaries[-1] = is_boundary
+            length = self._sequence_length
+            self._recent_boundaries[self._appended % length] = is_boundary
             self._appended += 1
-            if self._appended < self._sequence_length:
+            if self._appended < length:
                 return np.zeros(self._num_envs, dtype=np.int64)
-            return (~self._recent_boundaries[0]).astype(np.int64)  # the window may not start on a boundary
+            # The window's first step was appended L - 1 appends ago, in the row the next append overwrites.
+            return (~self._recent_boundaries[self._appended % length]).astype(np.int64)
         cached = self._cached_steps + 1
         # After a boundary step (LAST -> FIRST) the segment restarts, so no item spans two episodes.
         self._cached_steps = np.where(is_boundary, 0, cached)

@@ -39,5 +39,4 @@ def close_episode_ends(experience: trajectory.Trajectory, gamma: float) -> traje
     undo_gamma = 1.0 / gamma if gamma > 0 else 0.0  # gamma 0: every target is r_0 alone, and 0 * inf would be NaN
     return tiled._replace(
         reward=tf.where(from_boundary, tf.zeros_like(tiled.reward), tiled.reward),
-        discount=tf.where(from_boundary, tf.fill(tf.shape(tiled.discount), tf.cast(undo_gamma, tiled.discount.dtype)),
-                          tiled.discount))
+        discount=tf.where(from_boundary, tf.cast(undo_gamma, tiled.discount.dtype), tiled.discount))
