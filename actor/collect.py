@@ -12,8 +12,9 @@ import time
 import numpy as np
 import tensorflow as tf
 
+from actor.td_priority import ActorTdPriorities
 from actor.writer import TrajectoryStreams
-from dqn.agent import batched_actions, build_agent, epsilon_at
+from dqn.agent import batched_actions, batched_actions_and_q_values, build_agent, epsilon_at
 from dqn.config import ActorConfig
 from dqn.envs import EnvOptions, GymnasiumVectorEnvironment, env_specs
 from dqn.health import start_health
@@ -50,8 +51,13 @@ class Actor:
         observation_spec, action_spec, _ = env_specs(config.env_id, options)
         self.streams = TrajectoryStreams(client, config.num_envs, observation_spec=observation_spec,
                                          action_spec=action_spec, sequence_length=config.sequence_length(),
-                                         run_past_episode_end=config.items_run_past_episode_end())
+                                         run_past_episode_end=config.items_run_past_episode_end(),
+                                         send_priorities=config.actors_send_priorities())
         self.act = batched_actions(self.bundle.agent.collect_policy, config.num_envs)
+        self.td_priorities: ActorTdPriorities | None = None
+        if config.actors_send_priorities():
+            self.act_and_q = batched_actions_and_q_values(self.bundle.agent.collect_policy, self.bundle.q_network)
+            self.td_priorities = ActorTdPriorities(config.num_envs, config.gamma)
         self.puller = WeightsPuller(config.replay_address, config.rpc_timeout_s)
         self.summary_dir = config.path(f"actor-{config.actor_id}")
         self.writer = tf.summary.create_file_writer(self.summary_dir)
@@ -103,15 +109,22 @@ class Actor:
         """One batched step of all envs: choose actions, step, write the N trajectory streams."""
         config = self.config
         warming_up = self.env_steps < config.warmup_steps
+        q_values = None
         if warming_up:
             spec = self.bundle.action_spec
             action = self.rng.integers(int(spec.minimum), int(spec.maximum) + 1, size=config.num_envs,
                                        dtype=np.int64)
+        elif self.td_priorities is not None:
+            action, q_values = self.act_and_q(self.time_step)
         else:
             action = self.act(self.time_step)
         self._wait_for_replay()
         next_time_step = self.env.step(action)
-        self.streams.append(self.time_step, action, next_time_step)
+        priorities = None
+        if self.td_priorities is not None:
+            priorities = self.td_priorities.closing(q_values)
+            self.td_priorities.taken(q_values, action, next_time_step.reward, next_time_step.discount)
+        self.streams.append(self.time_step, action, next_time_step, priorities)
         self.stats.update(next_time_step)
         self.time_step = next_time_step
         self.env_steps += config.num_envs

@@ -22,6 +22,7 @@ from reverb import structured_writer
 from tf_agents.trajectories import time_step as ts
 from tf_agents.trajectories import trajectory
 
+from dqn.agent import INITIAL_PRIORITY_KEY
 from dqn.config import SEQUENCE_LENGTH
 from dqn.replay import REPLAY_TABLE
 
@@ -30,30 +31,53 @@ ENVS_PER_WRITER = 8
 #: Steps a chunk may span. StructuredWriter sizes its chunks by its longest pattern (here 2 steps): chunks that
 #: short cost the replay server ~4.5 KB per CartPole transition; 8-step chunks ~2.5 KB (bench/scaling.py).
 CHUNK_STEPS = 8
-#: Fields of one appended step per env, column-major in the flat step: the 6 Trajectory leaves + "make an item".
-_FIELDS = 7
+#: Columns of one appended step per env, column-major in the flat step: the 6 Trajectory leaves, "make an item",
+#: and with actor priorities two priority slots (see `_stream_configs`).
+_TRAJECTORY_FIELDS = 6
+_MAKE_ITEM = 6
+_PRIORITY_SLOTS = (7, 8)
 
 
 class InvalidItem(ValueError):
     """A step that does not match the table's specs: refused before anything is sent."""
 
 
-def _stream_configs(num_envs: int, table: str, priority: float, length: int) -> list:
+def _stream_configs(num_envs: int, table: str, priority: float, length: int, send_priorities: bool) -> list:
     """StructuredWriter configs for `num_envs` streams in one flat step.
 
-    Env i's item is its last `length` steps, made when the step's last column (computed per env in
-    `TrajectoryStreams.append`) is 1.
+    Env i's item is its last `length` steps, made when the step's make-item column (computed per env in
+    `TrajectoryStreams.append`) is 1. With `send_priorities` (2-step items only) the item's priority is the
+    actor's, through Reverb's td_error priority function, which takes the max of a column over the item's
+    steps. Adjacent items share a step, so one column cannot hold a value per item: items starting on even
+    steps read slot 0 and items starting on odd steps slot 1. Each slot is 0 at an item's first step and the
+    item's priority at its second, so the max is exactly that priority.
     """
-    ref = structured_writer.create_reference_step([None] * (_FIELDS * num_envs))
-    make_item = structured_writer.Condition.data([None] * (_FIELDS * num_envs))
+    fields = len(_PRIORITY_SLOTS) + _MAKE_ITEM + 1 if send_priorities else _MAKE_ITEM + 1
+    step = [None] * (fields * num_envs)
+    ref = structured_writer.create_reference_step(step)
+    make_item = structured_writer.Condition.data(step)
     configs = []
     for i in range(num_envs):
-        leaf = [ref[field * num_envs + i][-length:] for field in range(_FIELDS - 1)]
-        pattern = trajectory.Trajectory(step_type=leaf[0], observation=leaf[1], action=leaf[2], policy_info=(),
-                                        next_step_type=leaf[3], reward=leaf[4], discount=leaf[5])
-        configs.append(structured_writer.create_config(
-            pattern, table, conditions=[make_item[(_FIELDS - 1) * num_envs + i] == 1],
-            priority=structured_writer.constant_priority_fn(priority)))
+        leaf = [ref[field * num_envs + i][-length:] for field in range(_TRAJECTORY_FIELDS)]
+
+        def item(policy_info, leaf=leaf):
+            return trajectory.Trajectory(step_type=leaf[0], observation=leaf[1], action=leaf[2],
+                                         policy_info=policy_info, next_step_type=leaf[3], reward=leaf[4],
+                                         discount=leaf[5])
+
+        made = make_item[_MAKE_ITEM * num_envs + i] == 1
+        if not send_priorities:
+            configs.append(structured_writer.create_config(
+                item(()), table, conditions=[made], priority=structured_writer.constant_priority_fn(priority)))
+            continue
+        for parity in (0, 1):
+            slot = _PRIORITY_SLOTS[parity] * num_envs + i
+            configs.append(structured_writer.create_config(
+                item({INITIAL_PRIORITY_KEY: ref[slot][-length:]}), table,
+                # Made at step k, the item starts at k - 1: its start parity is (k + 1) % 2.
+                conditions=[made, structured_writer.Condition.step_index() % 2 == (parity + 1) % 2],
+                # max_priority_weight 1: the priority is the slot's max over the item's two steps.
+                priority=structured_writer.td_error(1.0, step, lambda flat, slot=slot: flat[slot])))
     # A pattern that never fires (step_index < 0), only so the writer keeps CHUNK_STEPS steps alive per column
     # and may build chunks that long; the backpressure flush still finalizes chunks early when it must.
     configs.append(structured_writer.create_config(
@@ -70,7 +94,7 @@ class TrajectoryStreams:
 
     def __init__(self, client: reverb.Client, num_envs: int, table: str = REPLAY_TABLE, priority: float = 1.0,
                  observation_spec=None, action_spec=None, sequence_length: int = SEQUENCE_LENGTH,
-                 run_past_episode_end: bool = False):
+                 run_past_episode_end: bool = False, send_priorities: bool = False):
         # Reverb's StructuredWriter makes the items in C++ from patterns and conditions: one Python `append` per
         # group of envs per step instead of an append plus a create_item per env (those two took ~70 % of an
         # actor step). Groups stay small because Reverb logs "pending items is alarmingly high" on every append
@@ -83,10 +107,14 @@ class TrajectoryStreams:
         self._recent_boundaries = np.zeros((sequence_length, num_envs), dtype=bool)
         self._appended = 0
         self._num_envs = num_envs
+        if send_priorities and sequence_length != 2:
+            raise ValueError("actor priorities are for 2-step items (n_step_update 1, no RNN)")
+        self._send_priorities = send_priorities
         self._groups = [slice(start, min(start + ENVS_PER_WRITER, num_envs))
                         for start in range(0, num_envs, ENVS_PER_WRITER)]
         self._writers = [client.structured_writer(_stream_configs(group.stop - group.start, table, priority,
-                                                                  sequence_length)) for group in self._groups]
+                                                                  sequence_length, send_priorities))
+                         for group in self._groups]
         self._observation_spec = observation_spec
         self._action_spec = action_spec
         self.items_created = 0
@@ -107,13 +135,28 @@ class TrajectoryStreams:
             if action.min() < act_spec.minimum or action.max() > act_spec.maximum:
                 raise InvalidItem(f"actions outside [{act_spec.minimum}, {act_spec.maximum}]: {action}")
 
-    def append(self, time_step: ts.TimeStep, action: np.ndarray, next_time_step: ts.TimeStep) -> None:
-        """Appends step t of every env: (time_step[i], action[i]) -> next_time_step[i]."""
+    def append(self, time_step: ts.TimeStep, action: np.ndarray, next_time_step: ts.TimeStep,
+               priorities: np.ndarray | None = None) -> None:
+        """Appends step t of every env: (time_step[i], action[i]) -> next_time_step[i].
+
+        With send_priorities, `priorities[i]` is the priority of env i's item that this step completes (the
+        transition from step t - 1 to `time_step`).
+        """
         self._validate(next_time_step.observation, action)
         step_type = time_step.step_type
         make_item = self._make_items(step_type)
         columns = (step_type, time_step.observation, action, next_time_step.step_type, next_time_step.reward,
                    next_time_step.discount, make_item)
+        if self._send_priorities:
+            if priorities is None or np.shape(priorities) != (self._num_envs,):
+                raise InvalidItem(f"send_priorities needs one priority per env ({self._num_envs}); got "
+                                  f"{None if priorities is None else np.shape(priorities)}")
+            # Slot k % 2 opens the items starting at this step (0); the other slot closes the item started
+            # one step earlier with its priority (see _stream_configs).
+            opening = np.zeros(self._num_envs, dtype=np.float32)
+            closing = np.asarray(priorities, dtype=np.float32)
+            columns += (opening, closing) if self._appended % 2 == 0 else (closing, opening)
+        self._appended += 1
         for group, writer in zip(self._groups, self._writers, strict=True):
             # Column-major flat step (field by field, env by env): iterating an array yields its rows as numpy
             # scalars/arrays of the right dtype without any per-value conversion in Python.
@@ -125,12 +168,12 @@ class TrajectoryStreams:
         is_boundary = step_type == ts.StepType.LAST
         if self._run_past_episode_end:
             length = self._sequence_length
+            appended = self._appended + 1  # counting this step
             self._recent_boundaries[self._appended % length] = is_boundary
-            self._appended += 1
-            if self._appended < length:
+            if appended < length:
                 return np.zeros(self._num_envs, dtype=np.int64)
             # The window's first step was appended L - 1 appends ago, in the row the next append overwrites.
-            return (~self._recent_boundaries[self._appended % length]).astype(np.int64)
+            return (~self._recent_boundaries[appended % length]).astype(np.int64)
         cached = self._cached_steps + 1
         # After a boundary step (LAST -> FIRST) the segment restarts, so no item spans two episodes.
         self._cached_steps = np.where(is_boundary, 0, cached)

@@ -109,6 +109,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0, help="measuring time of each figure")
     parser.add_argument("--num-envs", default="8,32,64,128", help="comma-separated num_envs values, one row each")
     parser.add_argument("--stock-seconds", type=float, default=3.0, help="measuring time of the stock actor")
+    parser.add_argument("--td-error-priorities", action="store_true",
+                        help="prioritized replay with the actor's own TD errors as initial priorities (the cost of "
+                             "Ape-X's actor-side priorities)")
     args = parser.parse_args()
 
     import reverb
@@ -125,9 +128,12 @@ def main() -> None:
 
     root = tempfile.mkdtemp(prefix="bench-actor-")
     counts = [int(n) for n in args.num_envs.split(",")]
-    with replay_server("--replay-max-size", "1000000", "--replay-min-size", "1") as (address, _):
+    variant = ("--prioritized-replay", "true", "--initial-priority", "td_error") if args.td_error_priorities else ()
+    with replay_server("--replay-max-size", "1000000", "--replay-min-size", "1", *variant) as (address, _):
         client = reverb.Client(address)
-        base = ActorConfig(root_dir=root, replay_address=address, warmup_steps=0, summary_interval_s=5.0)
+        base = ActorConfig(root_dir=root, replay_address=address, warmup_steps=0, summary_interval_s=5.0,
+                           prioritized_replay=args.td_error_priorities,
+                           initial_priority="td_error" if args.td_error_priorities else "max")
         bundle = build_agent(base)
         publish_weights(client, [v.numpy() for v in bundle.policy_variables], train_step=0)
         stock_env = GymnasiumEnvironment(base.env_id, seed=0)

@@ -24,6 +24,8 @@ from dqn.envs import EnvOptions, env_specs
 #: Keys of the single item in the `variables` table.
 POLICY_VARIABLES_KEY = "policy_variables"
 TRAIN_STEP_KEY = "train_step"
+#: Key in a replay item's `policy_info` of the actor's initial priority (initial_priority=td_error only).
+INITIAL_PRIORITY_KEY = "initial_priority"
 
 
 @dataclasses.dataclass
@@ -37,6 +39,8 @@ class AgentBundle:
     epsilon: tf.Variable
     reward_threshold: float | None
     sequence_length: int
+    q_network: object
+    replay_data_spec: object  # the agent's collect_data_spec, plus the actor's initial priority if it sends one
 
     @property
     def policy_variables(self) -> list[tf.Variable]:
@@ -112,8 +116,12 @@ def build_agent(config: CommonConfig) -> AgentBundle:
         train_step_counter=train_step,
     )
     agent.initialize()
+    replay_data_spec = agent.collect_data_spec
+    if config.actors_send_priorities():
+        replay_data_spec = replay_data_spec._replace(
+            policy_info={INITIAL_PRIORITY_KEY: tf.TensorSpec((), tf.float32, name=INITIAL_PRIORITY_KEY)})
     return AgentBundle(agent, time_step_spec, action_spec, train_step, epsilon, reward_threshold,
-                       config.sequence_length())
+                       config.sequence_length(), network, replay_data_spec)
 
 
 def batched_actions(policy, batch_size: int | None = None) -> Callable[[ts.TimeStep], np.ndarray]:
@@ -145,9 +153,27 @@ def batched_actions(policy, batch_size: int | None = None) -> Callable[[ts.TimeS
     return act_stateful
 
 
+def batched_actions_and_q_values(policy, network) -> Callable[[ts.TimeStep], tuple[np.ndarray, np.ndarray]]:
+    """Like `batched_actions` (feed-forward policies), also returning the Q-values [N, actions] of the observations.
+
+    The actor needs them for its own TD errors (initial_priority=td_error); one graph call for both.
+    """
+    @tf.function(autograph=False)
+    def act(step_type, reward, discount, observation):
+        action = policy.action(ts.TimeStep(step_type, reward, discount, observation)).action
+        q_values, _ = network(observation, step_type=step_type, training=False)
+        return action, q_values
+
+    def act_and_q(time_step: ts.TimeStep) -> tuple[np.ndarray, np.ndarray]:
+        action, q_values = act(*time_step)
+        return action.numpy(), q_values.numpy()
+
+    return act_and_q
+
+
 def replay_signature(bundle: AgentBundle) -> object:
     """Signature of one replay item: a Trajectory of `sequence_length` (n + 1) consecutive steps of one env."""
-    return tensor_spec.add_outer_dim(tensor_spec.from_spec(bundle.agent.collect_data_spec), bundle.sequence_length)
+    return tensor_spec.add_outer_dim(tensor_spec.from_spec(bundle.replay_data_spec), bundle.sequence_length)
 
 
 def variables_signature(bundle: AgentBundle) -> dict[str, object]:

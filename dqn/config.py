@@ -97,6 +97,10 @@ class CommonConfig:
                "priority, learner writes back |TD error| and applies importance weights")
     priority_exponent: float = setting(0.6, "prioritized replay: sampling exponent alpha (PER / Ape-X: 0.6)",
                                        ge=0, le=1)
+    initial_priority: str = setting(
+        "max", "prioritized replay: priority of new items: max (PER: the top of the priority scale) or td_error "
+               "(Ape-X: the actor's own |TD error| from its Q-values, scaled like the learner's; feed-forward "
+               "networks with n_step_update 1 only)", choices=("max", "td_error"))
 
     def check(self) -> None:
         """Cross-field checks that single-field bounds cannot express."""
@@ -113,6 +117,12 @@ class CommonConfig:
         if self.lstm_size is not None and self.n_step_update != 1:
             raise ConfigError("n_step_update", "must be 1 with an RNN Q-network (lstm_size): TF-Agents 0.19's "
                                                "DqnAgent does not support n-step updates with stateful networks")
+        if self.initial_priority == "td_error" and not self.prioritized_replay:
+            raise ConfigError("initial_priority", "td_error needs prioritized_replay true (uniform sampling "
+                                                  "ignores priorities); or leave it at max")
+        if self.initial_priority == "td_error" and (self.lstm_size is not None or self.n_step_update != 1):
+            raise ConfigError("initial_priority", "td_error is computed for 1-step transitions of a feed-forward "
+                                                  "Q-network: use n_step_update 1 and no lstm_size, or leave it at max")
         if self.lstm_size is not None and not self.lstm_size:
             raise ConfigError("lstm_size", "needs at least one LSTM size, e.g. 32; or none for no RNN")
         if self.conv_layer_params is not None and (not self.conv_layer_params or len(self.conv_layer_params) % 3):
@@ -134,6 +144,10 @@ class CommonConfig:
     def items_run_past_episode_end(self) -> bool:
         """n-step items start at every step of an episode and may reach into the next (see dqn/nstep.py)."""
         return self.n_step_update > 1
+
+    def actors_send_priorities(self) -> bool:
+        """Replay items carry the actor's initial priority in `policy_info` (see actor/td_priority.py)."""
+        return self.prioritized_replay and self.initial_priority == "td_error"
 
     def path(self, *parts: str) -> str:
         """A path under the run directory."""

@@ -1,9 +1,9 @@
 """Prioritized replay on the learner side (Schaul et al. 2016, Ape-X): importance weights and priority updates.
 
-The server samples with Reverb's `Prioritized(priority_exponent)` selector. Actors insert every item at
-priority 1.0, and the learner writes back |TD error| divided by the largest |TD error| it has seen, so
-1.0 is always the top of the scale: new items enter at the maximum priority (PER's rule) without actors
-having to learn the learner's scale. Updates go out on a daemon thread under a deadline, so a slow or
+The server samples with Reverb's `Prioritized(priority_exponent)` selector. The learner writes back
+|TD error| on the scale of `dqn.priority` (divided by the largest |TD error| it has seen, so 1.0 is the top).
+New items enter at 1.0, the maximum (PER's rule), or with `initial_priority=td_error` at the actor's own
+|TD error| on its own such scale (Ape-X). Updates go out on a daemon thread under a deadline, so a slow or
 dead server never stalls training; updates that cannot keep up are dropped (the keys keep their old
 priority), which is logged and counted.
 """
@@ -18,12 +18,10 @@ import numpy as np
 import reverb
 
 from dqn.config import LearnerConfig
+from dqn.priority import PriorityScale
 from dqn.weights import CallTimeout, DeadlineCaller
 
 log = logging.getLogger("learner")
-
-#: Keeps every item sampleable: a zero priority would never be drawn again.
-MIN_PRIORITY = 1e-3
 
 
 def importance_beta(config: LearnerConfig, train_step: int) -> float:
@@ -50,24 +48,16 @@ class PriorityUpdater:
         self._stop = threading.Event()
         self._caller = DeadlineCaller()
         self._client: reverb.Client | None = None
-        self.max_abs_td = 1e-6
+        self.scale = PriorityScale()
         self.sent = 0
         self.dropped = 0
         self.failed = 0
         self._thread = threading.Thread(target=self._run, name="priority-updates", daemon=True)
         self._thread.start()
 
-    def priorities(self, td_errors: np.ndarray) -> np.ndarray:
-        """|δ| / max |δ| seen so far, clipped to [MIN_PRIORITY, 1]."""
-        magnitude = np.abs(np.asarray(td_errors, dtype=np.float64))
-        if magnitude.ndim > 1:  # an RNN's sequences carry one TD error per step: rank by the largest
-            magnitude = magnitude.reshape(len(magnitude), -1).max(axis=1)
-        self.max_abs_td = max(self.max_abs_td, float(magnitude.max(initial=0.0)))
-        return np.clip(magnitude / self.max_abs_td, MIN_PRIORITY, 1.0)
-
     def submit(self, keys: np.ndarray, td_errors: np.ndarray) -> None:
         """Queues new priorities for the sampled keys; drops the update if the sender is backed up."""
-        updates = dict(zip(np.asarray(keys).astype(np.uint64).tolist(), self.priorities(td_errors).tolist(),
+        updates = dict(zip(np.asarray(keys).astype(np.uint64).tolist(), self.scale(td_errors).tolist(),
                            strict=True))
         try:
             self._queue.put_nowait(updates)

@@ -39,10 +39,13 @@ def make_dataset(config: LearnerConfig, bundle: AgentBundle) -> tf.data.Dataset:
     The iterator ends (not hangs) after no_data_timeout_s without a sample.
     """
     buffer = reverb_replay_buffer.ReverbReplayBuffer(
-        bundle.agent.collect_data_spec, REPLAY_TABLE, sequence_length=config.sequence_length(),
+        bundle.replay_data_spec, REPLAY_TABLE, sequence_length=config.sequence_length(),
         server_address=config.replay_address, rate_limiter_timeout_ms=int(config.no_data_timeout_s * 1000))
     dataset = buffer.as_dataset(sample_batch_size=config.batch_size * config.train_steps_per_call,
                                 num_steps=config.sequence_length(), num_parallel_calls=config.num_parallel_calls)
+    if config.actors_send_priorities():
+        # The actor's initial priority already did its work on the server; the agent's specs have no policy_info.
+        dataset = dataset.map(lambda experience, info: (experience._replace(policy_info=()), info))
     if config.items_run_past_episode_end():
         dataset = dataset.map(lambda experience, info: (close_episode_ends(experience, config.gamma), info))
     return dataset.prefetch(config.prefetch)

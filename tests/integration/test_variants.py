@@ -5,6 +5,8 @@ import pytest
 import reverb
 import tensorflow as tf
 
+from dqn.agent import INITIAL_PRIORITY_KEY
+from dqn.priority import MIN_PRIORITY
 from dqn.replay import REPLAY_TABLE
 from tests.conftest import run_cli, wait_until
 
@@ -76,6 +78,31 @@ def test_prioritized_replay_learner_writes_back_priorities(system_factory):
     wait_until(priorities_changed, 60, "the learner's priority updates to reach the server")
     log = system.roles["learner"].log()
     assert "priority update failed" not in log
+    assert system.roles["learner"].terminate() == 0
+    assert system.roles["actor-0"].terminate() == 0
+
+
+def test_actor_td_error_priorities_enter_the_table_and_learner_trains(system_factory):
+    flags = ("--prioritized-replay", "true", "--initial-priority", "td_error")
+    system = system_factory(*NO_LIMITER, *flags)
+    system.shared_flags = flags
+    system.start_learner()
+    system.start_actor(0)
+    system.wait_training(at_least=200)
+    system.wait_items("actor-0", system.items("actor-0") + 2000)  # items made with the learner's weights
+
+    def actor_priorities_vary() -> bool:
+        samples = sample_items(system.server.address, 300)
+        # times_sampled == 1: only our own sample drew it, so it still has the priority the actor gave it.
+        fresh = [s for s in samples if s.info.times_sampled == 1]
+        for sample in fresh:
+            initial = np.asarray(sample.data.policy_info[INITIAL_PRIORITY_KEY])
+            assert initial[0] == 0.0 and sample.info.priority == pytest.approx(initial[1])
+            assert MIN_PRIORITY <= sample.info.priority <= 1.0
+        return len({round(s.info.priority, 4) for s in fresh}) > 20  # the actor's own |TD errors|, not one value
+
+    wait_until(actor_priorities_vary, 60, "items with the actor's own TD-error priorities")
+    assert "priority update failed" not in system.roles["learner"].log()
     assert system.roles["learner"].terminate() == 0
     assert system.roles["actor-0"].terminate() == 0
 

@@ -54,6 +54,10 @@ def test_conversions():
     ({"replay_min_size": "500", "replay_max_size": "100"}, "replay_min_size", "<= replay_max_size"),
     ({"replay_address": "nohostport"}, "replay_address", "host:port"),
     ({"fc_layer_params": "64,-1"}, "fc_layer_params", ">= 1"),
+    ({"initial_priority": "td_error"}, "initial_priority", "needs prioritized_replay true"),
+    ({"initial_priority": "td_error", "prioritized_replay": "true", "n_step_update": "3"}, "initial_priority",
+     "n_step_update 1"),
+    ({"initial_priority": "newest"}, "initial_priority", "one of max, td_error"),
 ])
 def test_bad_values_name_the_field(flags, field, fragment):
     with pytest.raises(ConfigError) as error:

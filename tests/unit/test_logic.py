@@ -71,14 +71,26 @@ def test_importance_beta_anneals_to_one():
 
 
 def test_priorities_are_normalized_by_the_largest_td_error_seen():
-    from learner.priorities import MIN_PRIORITY, PriorityUpdater
+    from dqn.priority import MIN_PRIORITY, PriorityScale
 
-    updater = PriorityUpdater("localhost:1", "replay", timeout_s=1.0)
-    try:
-        np.testing.assert_allclose(updater.priorities(np.array([-2.0, 1.0, 0.0])), [1.0, 0.5, MIN_PRIORITY])
-        np.testing.assert_allclose(updater.priorities(np.array([1.0])), [0.5])  # the max is remembered
-    finally:
-        updater.close()
+    scale = PriorityScale()
+    np.testing.assert_allclose(scale(np.array([-2.0, 1.0, 0.0])), [1.0, 0.5, MIN_PRIORITY])
+    np.testing.assert_allclose(scale(np.array([1.0])), [0.5])  # the max is remembered
+    np.testing.assert_allclose(scale(np.array([[0.5, -1.0], [0.1, 0.2]])), [0.5, 0.1])  # sequences: largest |δ|
+    np.testing.assert_allclose(scale(np.array([np.nan, 1.0])), [1.0, 0.5])  # NaN: top priority, scale untouched
+
+
+def test_actor_td_priorities_follow_the_one_step_td_error():
+    from actor.td_priority import ActorTdPriorities
+
+    td = ActorTdPriorities(num_envs=2, gamma=0.5)
+    q_first = np.array([[1.0, 2.0], [0.0, 4.0]])
+    np.testing.assert_allclose(td.closing(q_first), [1.0, 1.0])  # nothing taken yet: the top of the scale
+    td.taken(q_first, action=np.array([0, 1]), reward=np.array([1.0, 0.0]), discount=np.array([1.0, 0.0]))
+    # env 0: 1 + 0.5 * 1 * max(3, 6) - Q(s, a=0) = 1 + 3 - 1 = 3; env 1 terminated: 0 + 0 - 4 = -4.
+    np.testing.assert_allclose(td.closing(np.array([[3.0, 6.0], [9.0, 9.0]])), [0.75, 1.0])
+    td.taken(None, action=np.array([0, 0]), reward=np.zeros(2), discount=np.ones(2))  # a random warm-up step
+    np.testing.assert_allclose(td.closing(q_first), [1.0, 1.0])
 
 
 def test_sequence_length_follows_n_step():
