@@ -6,6 +6,7 @@ Run: python bench/learner_throughput.py [--seconds 15]
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 import time
@@ -48,15 +49,22 @@ def main() -> None:
         iterator = iter(make_dataset(config, bundle))
         fixed, _ = next(iterator)
         train = common.function(bundle.agent.train)
-        eager, fixed_name, fed_name = ("agent.train eager, fixed batch", "tf.function train, fixed batch",
-                                       "tf.function train, fed from replay")
+        eager, fixed_name = "agent.train eager, fixed batch", "tf.function train, fixed batch"
         results = {eager: rate(lambda: bundle.agent.train(fixed), args.seconds / 2),
-                   fixed_name: rate(lambda: train(fixed), args.seconds),
-                   fed_name: rate(lambda: train(next(iterator)[0]), args.seconds)}
+                   fixed_name: rate(lambda: train(fixed), args.seconds)}
+        fed_names = []
+        for pipeline, streams in (("as_dataset", 3), ("streams", 1), ("streams", 2)):
+            variant = dataclasses.replace(config, replay_dataset=pipeline, num_parallel_calls=streams)
+            feed = iter(make_dataset(variant, bundle))
+            name = f"tf.function train, fed by {pipeline} ({streams} stream{'s' if streams > 1 else ''})"
+            results[name] = rate(lambda feed=feed: train(next(feed)[0]), args.seconds)
+            fed_names.append(name)
+            del feed
     width = max(map(len, results))
     for name, value in results.items():
         print(f"{name:<{width}}  {value:8.1f} SGD steps/s")
-    print(f"ratio fed-from-replay / fixed-batch: {results[fed_name] / results[fixed_name]:.2f}")
+    for name in fed_names:
+        print(f"ratio {name.split('fed by ')[1]} / fixed batch: {results[name] / results[fixed_name]:.2f}")
     del tf
 
 

@@ -181,7 +181,12 @@ class LearnerConfig(CommonConfig):
         256, "transitions per SGD step (the book: 64). 256: with samples_per_insert 4 that is 64 fresh env steps "
              "per SGD step; bench/learning_sim.py solved CartPole in 7 of 12 seeds within 6,000 train steps "
              "(batch 64: 1 of 6)", ge=1)
-    num_parallel_calls: int = setting(3, "parallel Reverb sample streams (the book: 3)", ge=1)
+    replay_dataset: str = setting(
+        "streams", "learner input: streams (num_parallel_calls Reverb TrajectoryDatasets, each batching its "
+                   "share in C++) or as_dataset (the book's ReverbReplayBuffer.as_dataset); see README Performance",
+        choices=("streams", "as_dataset"))
+    num_parallel_calls: int = setting(2, "parallel Reverb sample streams (the book: 3); with replay_dataset streams "
+                                         "it must divide batch_size * train_steps_per_call", ge=1)
     prefetch: int = setting(3, "batches prefetched ahead of the train step (the book: 3)", ge=0)
     train_steps_per_call: int = setting(1, "SGD steps per tf.function call; each call samples batch_size * this",
                                         ge=1)
@@ -198,11 +203,15 @@ class LearnerConfig(CommonConfig):
     health_port: int = setting(0, "port of the grpc.health.v1 service; 0 disables it", ge=0, le=65535)
 
     def check(self) -> None:
-        """The parallel sample streams must divide into the sampled batch (TF-Agents' as_dataset rule)."""
+        """The parallel sample streams must fit (as_dataset) or divide (streams) the sampled batch."""
         super().check()
-        if self.num_parallel_calls > self.batch_size * self.train_steps_per_call:
-            raise ConfigError("num_parallel_calls", f"must be <= batch_size * train_steps_per_call "
-                                                    f"({self.batch_size * self.train_steps_per_call})")
+        total = self.batch_size * self.train_steps_per_call
+        if self.num_parallel_calls > total:
+            raise ConfigError("num_parallel_calls", f"must be <= batch_size * train_steps_per_call ({total})")
+        if self.replay_dataset == "streams" and total % self.num_parallel_calls:
+            raise ConfigError("num_parallel_calls", f"must divide batch_size * train_steps_per_call ({total}) with "
+                                                    "replay_dataset streams (each stream samples an equal share): "
+                                                    "set it to 1, or pick a batch size it divides")
 
 
 @dataclasses.dataclass(frozen=True)

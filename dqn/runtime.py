@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import errno
 import logging
 import os
@@ -81,3 +83,16 @@ def ensure_port_free(port: int) -> None:
                 raise
         finally:
             probe.close()
+
+
+def release_free_heap() -> bool:
+    """Hands freed heap pages back to the OS (glibc's malloc_trim); False where that is not available.
+
+    A one-off burst of allocations (a replay checkpoint builds ~60 MiB of records for a 6 MB file) otherwise
+    stays in the process's RSS after it is freed.
+    """
+    name = ctypes.util.find_library("c")
+    try:
+        return bool(ctypes.CDLL(name).malloc_trim(0)) if name else False
+    except (OSError, AttributeError):
+        return False

@@ -1,7 +1,8 @@
-"""The learner process: the book's Reverb dataset -> DqnAgent.train, plus publishing and checkpoints.
+"""The learner process: Reverb samples -> DqnAgent.train, plus publishing and checkpoints.
 
-dataset = ReverbReplayBuffer(...).as_dataset(sample_batch_size=64, num_steps=2, num_parallel_calls=3)
-          .prefetch(3)
+The book's input is `ReverbReplayBuffer(...).as_dataset(sample_batch_size=64, num_steps=2, num_parallel_calls=3)
+.prefetch(3)`; it stays selectable (`--replay-dataset as_dataset`). The default feeds the same [batch, 2, ...] items
+from a couple of Reverb streams that batch in C++, ~3x less learner CPU per item (bench/learner_throughput.py).
 Weights + train step go to the `variables` table at start and every `publish_interval` steps;
 checkpoints every `checkpoint_interval` steps and on SIGTERM (restored on start).
 """
@@ -13,6 +14,7 @@ import os
 import shutil
 import time
 
+import reverb
 import tensorflow as tf
 from tf_agents.policies import policy_saver
 from tf_agents.replay_buffers import reverb_replay_buffer
@@ -34,21 +36,62 @@ log = logging.getLogger("learner")
 
 
 def make_dataset(config: LearnerConfig, bundle: AgentBundle) -> tf.data.Dataset:
-    """Batches of [batch_size * train_steps_per_call, n + 1, ...] with their sample info.
+    """Batches of [batch_size * train_steps_per_call, n + 1, ...] with their sample info ([batch] fields).
 
     The iterator ends (not hangs) after no_data_timeout_s without a sample.
     """
-    buffer = reverb_replay_buffer.ReverbReplayBuffer(
-        bundle.replay_data_spec, REPLAY_TABLE, sequence_length=config.sequence_length(),
-        server_address=config.replay_address, rate_limiter_timeout_ms=int(config.no_data_timeout_s * 1000))
-    dataset = buffer.as_dataset(sample_batch_size=config.batch_size * config.train_steps_per_call,
-                                num_steps=config.sequence_length(), num_parallel_calls=config.num_parallel_calls)
+    if config.replay_dataset == "as_dataset":
+        dataset = _book_dataset(config, bundle)
+    else:
+        dataset = _reverb_streams(config, bundle)
     if config.actors_send_priorities():
         # The actor's initial priority already did its work on the server; the agent's specs have no policy_info.
         dataset = dataset.map(lambda experience, info: (experience._replace(policy_info=()), info))
     if config.items_run_past_episode_end():
         dataset = dataset.map(lambda experience, info: (close_episode_ends(experience, config.gamma), info))
     return dataset.prefetch(config.prefetch)
+
+
+def _book_dataset(config: LearnerConfig, bundle: AgentBundle) -> tf.data.Dataset:
+    """The book's `ReverbReplayBuffer.as_dataset`: one Reverb stream per batch slot (up to 32), an op per item."""
+    buffer = reverb_replay_buffer.ReverbReplayBuffer(
+        bundle.replay_data_spec, REPLAY_TABLE, sequence_length=config.sequence_length(),
+        server_address=config.replay_address, rate_limiter_timeout_ms=int(config.no_data_timeout_s * 1000))
+    dataset = buffer.as_dataset(sample_batch_size=config.batch_size * config.train_steps_per_call,
+                                num_steps=config.sequence_length(), num_parallel_calls=config.num_parallel_calls)
+    # TF-Agents repeats each item's info along its steps; one value per item is what the learner uses.
+    return dataset.map(lambda experience, info: (experience, tf.nest.map_structure(lambda t: t[:, 0], info)))
+
+
+def _reverb_streams(config: LearnerConfig, bundle: AgentBundle) -> tf.data.Dataset:
+    """`num_parallel_calls` Reverb TrajectoryDatasets, each batching its share of the batch in C++.
+
+    Per item this costs no tf.data map or interleave step, unlike `as_dataset` (bench/learner_throughput.py).
+    """
+    length = config.sequence_length()
+    spec = bundle.replay_data_spec
+    shapes = tf.nest.map_structure(lambda s: tf.TensorShape([length]).concatenate(s.shape), spec)
+    dtypes = tf.nest.map_structure(lambda s: s.dtype, spec)
+    total = config.batch_size * config.train_steps_per_call
+    streams = config.num_parallel_calls
+    share = total // streams
+
+    def stream(_) -> tf.data.Dataset:
+        return reverb.TrajectoryDataset(
+            config.replay_address, REPLAY_TABLE, dtypes, shapes, max_in_flight_samples_per_worker=2 * share,
+            num_workers_per_iterator=1, rate_limiter_timeout_ms=int(config.no_data_timeout_s * 1000),
+        ).batch(share, drop_remainder=True)
+
+    if streams == 1:
+        return stream(0).map(lambda sample: (sample.data, sample.info))
+    dataset = tf.data.Dataset.range(streams).interleave(stream, cycle_length=streams, num_parallel_calls=streams,
+                                                        deterministic=False)
+
+    def merge(sample):  # [streams, share, ...] -> [total, ...]
+        flat = tf.nest.map_structure(lambda t: tf.reshape(t, [total, *t.shape[2:]]), sample)
+        return flat.data, flat.info
+
+    return dataset.batch(streams, drop_remainder=True).map(merge)
 
 
 def make_train_fn(bundle: AgentBundle, batch_size: int, steps_per_call: int):
@@ -174,9 +217,9 @@ class Learner:
                 loss, _ = self.train(experience, None)
             else:
                 loss, td_errors = self.train(experience, importance_weights(
-                    sample_info.probability[:, 0].numpy(), sample_info.table_size[:, 0].numpy(),
+                    sample_info.probability.numpy(), sample_info.table_size.numpy(),
                     importance_beta(config, step)))
-                self.priorities.submit(sample_info.key[:, 0].numpy(), td_errors.numpy())
+                self.priorities.submit(sample_info.key.numpy(), td_errors.numpy())
             step = before + config.train_steps_per_call
             if crossed(before, step, config.publish_interval):
                 self.publish(publisher)

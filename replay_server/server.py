@@ -19,7 +19,7 @@ from dqn.config import ReplayServerConfig
 from dqn.errors import BadInput, ServiceError
 from dqn.health import start_health
 from dqn.replay import REPLAY_TABLE, VARIABLES_TABLE, server_info
-from dqn.runtime import StopSignal, ensure_port_free
+from dqn.runtime import StopSignal, ensure_port_free, release_free_heap
 from replay_server.recovery import complete_checkpoints, quarantine, unreadable_files
 from replay_server.tables import make_tables, table_mismatches
 
@@ -88,6 +88,7 @@ class CheckpointScheduler:
             path = self._client.checkpoint()
             self.last_checkpoint = path
             log.info("checkpoint (%s) written to %s in %.2f s", reason, path, time.monotonic() - started)
+            release_free_heap()  # the checkpoint's records were freed; without this each one raised RSS for good
             return path
 
     def _run(self) -> None:

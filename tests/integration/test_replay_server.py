@@ -52,6 +52,34 @@ def test_items_from_tf_agents_observer_round_trip_through_as_dataset(replay_serv
     assert loss.numpy() >= 0
 
 
+@pytest.mark.parametrize("pipeline, streams", [("streams", 1), ("streams", 4), ("as_dataset", 3)])
+def test_learner_dataset_pairs_each_key_with_its_item(replay_server_factory, pipeline, streams):
+    """Both learner input pipelines give [batch, 2, ...] items with one sample info per item, correctly paired.
+
+    The streams pipeline reshapes per-stream batches into one; a mix-up there would pair a key with another
+    item's data, and the same key would then show different data in different batches.
+    """
+    import dataclasses
+
+    from dqn.config import LearnerConfig
+    from learner.train import make_dataset
+
+    server = replay_server_factory(*NO_LIMITER, "--replay-min-size", "10")
+    write_with_tf_agents_observer(server.address, steps=300)
+    config = dataclasses.replace(LearnerConfig(replay_address=server.address, batch_size=32), replay_dataset=pipeline,
+                                 num_parallel_calls=streams, train_steps_per_call=2)
+    iterator = iter(make_dataset(config, build_agent(config)))
+    seen = {}
+    for _ in range(20):
+        experience, info = next(iterator)
+        assert experience.observation.shape == (64, 2, 4) and experience.action.shape == (64, 2)
+        assert info.key.shape == info.probability.shape == info.table_size.shape == (64,)
+        assert (info.probability.numpy() > 0).all() and (info.table_size.numpy() > 150).all()
+        for key, observation in zip(info.key.numpy(), experience.observation.numpy(), strict=True):
+            assert seen.setdefault(int(key), observation.tobytes()) == observation.tobytes()
+    assert len(seen) > 150  # most of the table was drawn, so mismatched pairs had every chance to show
+
+
 def test_signatures_are_identical_in_every_process(replay_server_factory):
     server = replay_server_factory(*NO_LIMITER)
     bundle = build_agent(CommonConfig())  # built here, in the test process, from config alone

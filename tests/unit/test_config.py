@@ -58,6 +58,7 @@ def test_conversions():
     ({"initial_priority": "td_error", "prioritized_replay": "true", "n_step_update": "3"}, "initial_priority",
      "n_step_update 1"),
     ({"initial_priority": "newest"}, "initial_priority", "one of max, td_error"),
+    ({"num_parallel_calls": "3"}, "num_parallel_calls", "must divide batch_size * train_steps_per_call (256)"),
 ])
 def test_bad_values_name_the_field(flags, field, fragment):
     with pytest.raises(ConfigError) as error:
