@@ -191,8 +191,8 @@ def run(config: ActorConfig) -> int:
                              call_timeout_s=config.rpc_timeout_s)
     actor = Actor(config, client, stop)
     health.set(True)
-    log.info("actor %d: %d envs of %s, writing to %s", config.actor_id, config.num_envs, config.env_id,
-             config.replay_address)
+    log.info("actor %d: %d envs of %s, writing to %s%s", config.actor_id, config.num_envs, config.env_id,
+             config.replay_address, "; initial priorities: own TD errors" if actor.td_priorities else "")
     actor.run()
     log.info("stopping after %d env steps (%s)", actor.env_steps, stop.signal_name or "max_env_steps reached")
     health.set(False)

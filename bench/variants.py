@@ -22,8 +22,8 @@ VARIANTS = {
     "plain": [],  # the default agent is DqnAgent
     "double": ["--double-dqn", "true"],
     "n-step=3": ["--n-step-update", "3"],
-    "prioritized": ["--prioritized-replay", "true"],  # new items at max priority (PER)
-    "prioritized-td": ["--prioritized-replay", "true", "--initial-priority", "td_error"],  # actor's |TD| (Ape-X)
+    "prioritized": ["--prioritized-replay", "true"],  # new items at the actor's |TD error| (Ape-X; auto)
+    "prioritized-max": ["--prioritized-replay", "true", "--initial-priority", "max"],  # at max priority (PER)
     "rnn": ["--lstm-size", "64", "--train-sequence-length", "8"],
 }
 

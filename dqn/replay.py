@@ -61,4 +61,5 @@ def check_table_matches(client: reverb.Client, bundle: AgentBundle, config: Comm
             raise SpecMismatch(
                 f"the {table!r} table at {config.replay_address} was built for other specs than this {role} "
                 f"(env {config.env_id!r}, layers {config.fc_layer_params}): server {info[table].signature} vs "
-                f"ours {expected}. Start every role with the same --env-id and network settings.")
+                f"ours {expected}. Start every role with the same --env-id, network settings and replay item "
+                f"settings (--n-step-update, --lstm-size, --train-sequence-length, --initial-priority).")

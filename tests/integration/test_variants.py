@@ -58,7 +58,7 @@ def test_rnn_q_network_trains_on_sequences(system_factory):
 
 
 def test_prioritized_replay_learner_writes_back_priorities(system_factory):
-    flags = ("--prioritized-replay", "true")
+    flags = ("--prioritized-replay", "true", "--initial-priority", "max")
     system = system_factory(*NO_LIMITER, *flags)
     system.shared_flags = flags
     info = reverb.Client(system.server.address).server_info(timeout=10)[REPLAY_TABLE]
@@ -83,7 +83,7 @@ def test_prioritized_replay_learner_writes_back_priorities(system_factory):
 
 
 def test_actor_td_error_priorities_enter_the_table_and_learner_trains(system_factory):
-    flags = ("--prioritized-replay", "true", "--initial-priority", "td_error")
+    flags = ("--prioritized-replay", "true")  # initial priority auto: the actor's TD error
     system = system_factory(*NO_LIMITER, *flags)
     system.shared_flags = flags
     system.start_learner()

@@ -57,7 +57,7 @@ def test_conversions():
     ({"initial_priority": "td_error"}, "initial_priority", "needs prioritized_replay true"),
     ({"initial_priority": "td_error", "prioritized_replay": "true", "n_step_update": "3"}, "initial_priority",
      "n_step_update 1"),
-    ({"initial_priority": "newest"}, "initial_priority", "one of max, td_error"),
+    ({"initial_priority": "newest"}, "initial_priority", "one of auto, max, td_error"),
     ({"num_parallel_calls": "3"}, "num_parallel_calls", "must divide batch_size * train_steps_per_call (256)"),
 ])
 def test_bad_values_name_the_field(flags, field, fragment):
@@ -95,3 +95,13 @@ def test_malformed_config_file(tmp_path):
     path.write_text("{not json")
     with pytest.raises(ConfigError, match="not valid JSON"):
         configuration.read_config_file(str(path))
+
+
+def test_initial_priority_auto_is_the_actors_td_error_where_it_applies():
+    from dqn.config import CommonConfig
+
+    assert not CommonConfig().actors_send_priorities()  # uniform replay: no priorities at all
+    assert CommonConfig(prioritized_replay=True).actors_send_priorities()
+    assert not CommonConfig(prioritized_replay=True, initial_priority="max").actors_send_priorities()
+    assert not CommonConfig(prioritized_replay=True, n_step_update=3).actors_send_priorities()  # auto -> max
+    assert not CommonConfig(prioritized_replay=True, lstm_size=(8,)).actors_send_priorities()
