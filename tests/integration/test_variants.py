@@ -57,6 +57,41 @@ def test_rnn_q_network_trains_on_sequences(system_factory):
     assert system.roles["actor-0"].terminate() == 0
 
 
+def test_rnn_state_resets_at_every_real_episode_start():
+    """Real vector envs with short episodes: wherever an env's step is FIRST, its new policy state is the one a fresh
+    zero state gives; elsewhere the carried state matters. Episodes end by termination and by truncation."""
+    from tf_agents.trajectories import time_step as ts
+
+    from dqn.agent import build_agent
+    from dqn.config import CommonConfig
+    from dqn.envs import GymnasiumVectorEnvironment
+
+    bundle = build_agent(CommonConfig(lstm_size=(8,), fc_layer_params=(16,)))
+    policy = bundle.agent.collect_policy
+    env = GymnasiumVectorEnvironment("CartPole-v1", 6, seed=4, max_episode_steps=12)
+    rng = np.random.default_rng(4)
+    state = policy.get_initial_state(6)
+    time_step = env.reset()
+    starts, carried_mattered, ends = 0, 0, {"terminated": 0, "truncated": 0}
+    for _ in range(60):
+        step = tf.nest.map_structure(tf.constant, time_step)
+        carried = policy.action(step, state)
+        fresh = policy.action(step, policy.get_initial_state(6))
+        first = np.asarray(time_step.step_type) == ts.StepType.FIRST
+        for a, b in zip(tf.nest.flatten(carried.state), tf.nest.flatten(fresh.state), strict=True):
+            np.testing.assert_allclose(a.numpy()[first], b.numpy()[first], atol=1e-6)
+            carried_mattered += int(not np.allclose(a.numpy()[~first], b.numpy()[~first]))
+        starts += int(first.sum())
+        state = carried.state
+        time_step = env.step(rng.integers(0, 2, size=6, dtype=np.int64))
+        last = np.asarray(time_step.step_type) == ts.StepType.LAST
+        ends["terminated"] += int((last & (np.asarray(time_step.discount) == 0)).sum())
+        ends["truncated"] += int((last & (np.asarray(time_step.discount) == 1)).sum())
+    env.close()
+    assert starts > 6 * 3 and carried_mattered > 0  # several episode starts per env; mid-episode state carried
+    assert ends["terminated"] > 0 and ends["truncated"] > 0, ends
+
+
 def test_prioritized_replay_learner_writes_back_priorities(system_factory):
     flags = ("--prioritized-replay", "true", "--initial-priority", "max")
     system = system_factory(*NO_LIMITER, *flags)
