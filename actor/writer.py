@@ -110,6 +110,7 @@ class TrajectoryStreams:
         if send_priorities and sequence_length != 2:
             raise ValueError("actor priorities are for 2-step items (n_step_update 1, no RNN)")
         self._send_priorities = send_priorities
+        self._no_priorities = np.zeros(num_envs, dtype=np.float32)  # an opening slot's value, never written to
         self._groups = [slice(start, min(start + ENVS_PER_WRITER, num_envs))
                         for start in range(0, num_envs, ENVS_PER_WRITER)]
         self._writers = [client.structured_writer(_stream_configs(group.stop - group.start, table, priority,
@@ -153,7 +154,7 @@ class TrajectoryStreams:
                                   f"{None if priorities is None else np.shape(priorities)}")
             # Slot k % 2 opens the items starting at this step (0); the other slot closes the item started
             # one step earlier with its priority (see _stream_configs).
-            opening = np.zeros(self._num_envs, dtype=np.float32)
+            opening = self._no_priorities
             closing = np.asarray(priorities, dtype=np.float32)
             columns += (opening, closing) if self._appended % 2 == 0 else (closing, opening)
         self._appended += 1

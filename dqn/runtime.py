@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import errno
+import functools
 import logging
 import os
 import signal
@@ -85,14 +85,20 @@ def ensure_port_free(port: int) -> None:
             probe.close()
 
 
+@functools.cache
+def _malloc_trim():
+    """The C library's malloc_trim from the process's own symbols, or None (not glibc); looked up once."""
+    try:
+        return ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return None
+
+
 def release_free_heap() -> bool:
     """Hands freed heap pages back to the OS (glibc's malloc_trim); False where that is not available.
 
     A one-off burst of allocations (a replay checkpoint builds ~60 MiB of records for a 6 MB file) otherwise
     stays in the process's RSS after it is freed.
     """
-    name = ctypes.util.find_library("c")
-    try:
-        return bool(ctypes.CDLL(name).malloc_trim(0)) if name else False
-    except (OSError, AttributeError):
-        return False
+    trim = _malloc_trim()
+    return bool(trim(0)) if trim is not None else False
