@@ -12,6 +12,7 @@ import time
 import numpy as np
 import tensorflow as tf
 
+from actor.block_writer import BlockStreams
 from actor.td_priority import ActorTdPriorities
 from actor.writer import TrajectoryStreams
 from dqn.agent import batched_actions, batched_actions_and_q_values, build_agent, epsilon_at
@@ -37,6 +38,18 @@ def actor_epsilon(config: ActorConfig, train_step: int) -> float:
 
 
 
+def make_streams(client, config: ActorConfig, observation_spec, action_spec) -> TrajectoryStreams | BlockStreams:
+    """The replay writer for this config: blocks of envs_per_item envs, or one stream per env (envs_per_item 1)."""
+    if config.item_envs() > 1:
+        return BlockStreams(client, config.num_envs, config.item_envs(), observation_spec=observation_spec,
+                            action_spec=action_spec, sequence_length=config.sequence_length(),
+                            send_priorities=config.actors_send_priorities())
+    return TrajectoryStreams(client, config.num_envs, observation_spec=observation_spec, action_spec=action_spec,
+                             sequence_length=config.sequence_length(),
+                             run_past_episode_end=config.items_run_past_episode_end(),
+                             send_priorities=config.actors_send_priorities())
+
+
 class Actor:
     """One actor process's state: envs, writer streams, policy weights and counters."""
 
@@ -49,10 +62,7 @@ class Actor:
         options = EnvOptions.from_config(config)
         self.env = GymnasiumVectorEnvironment(config.env_id, config.num_envs, seed=self.seed, options=options)
         observation_spec, action_spec, _ = env_specs(config.env_id, options)
-        self.streams = TrajectoryStreams(client, config.num_envs, observation_spec=observation_spec,
-                                         action_spec=action_spec, sequence_length=config.sequence_length(),
-                                         run_past_episode_end=config.items_run_past_episode_end(),
-                                         send_priorities=config.actors_send_priorities())
+        self.streams = make_streams(client, config, observation_spec, action_spec)
         self.act = batched_actions(self.bundle.agent.collect_policy, config.num_envs)
         self.td_priorities: ActorTdPriorities | None = None
         if config.actors_send_priorities():

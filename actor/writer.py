@@ -85,6 +85,62 @@ def _stream_configs(num_envs: int, table: str, priority: float, length: int, sen
     return configs
 
 
+def check_batch(observation: np.ndarray, action: np.ndarray, num_envs: int, observation_spec, action_spec) -> None:
+    """Vectorized checks of one batch of env steps: observation dtype/shape, action dtype/range, finiteness.
+
+    A spec of None skips its check. Raises InvalidItem before anything is sent.
+    """
+    if observation_spec is not None:
+        expected = (num_envs, *observation_spec.shape)
+        if observation.dtype != observation_spec.dtype or observation.shape != expected:
+            raise InvalidItem(f"observation batch {observation.dtype}{observation.shape} does not match the "
+                              f"table's {observation_spec.dtype}{expected}")
+        if observation.dtype.kind == "f" and not np.isfinite(observation).all():
+            raise InvalidItem("observation batch contains NaN or infinity")
+    if action_spec is not None:
+        if action.dtype != action_spec.dtype or action.shape != (num_envs,):
+            raise InvalidItem(f"action batch {action.dtype}{action.shape} does not match {action_spec.dtype}")
+        if action.min() < action_spec.minimum or action.max() > action_spec.maximum:
+            raise InvalidItem(f"actions outside [{action_spec.minimum}, {action_spec.maximum}]: {action}")
+
+
+def close_writers(writers: list, timeout_ms: int) -> None:
+    """Flushes what it can within one overall deadline, then lets go of the writers.
+
+    Items still unconfirmed then (e.g. held back by the rate limiter after the learner stopped)
+    are dropped: they were never stored, so nothing stored is lost.
+    """
+    deadline = time.monotonic() + timeout_ms / 1000
+    confirmed = False
+    try:
+        for writer in writers:
+            remaining_ms = int((deadline - time.monotonic()) * 1000)
+            if remaining_ms <= 0:
+                break
+            writer.flush(timeout_ms=remaining_ms)
+        else:
+            confirmed = True
+    except reverb.errors.DeadlineExceededError:
+        pass
+    finally:
+        # A StructuredWriter has no close(), and freeing one that still holds unconfirmed items waits for them
+        # forever with the GIL held (Reverb 0.14): such writers are kept alive on purpose, never freed, even at
+        # exit; the process's exit drops their connections. Writers with everything confirmed are freed.
+        if not confirmed:
+            for writer in writers:
+                ctypes.pythonapi.Py_IncRef(ctypes.py_object(writer))
+
+
+def wait_for_writers(writers: list, pending_items: list[int], timeout_ms: int) -> bool:
+    """Waits until each writer holds at most its number of unconfirmed items; False if the deadline passed."""
+    try:
+        for writer, pending in zip(writers, pending_items, strict=True):
+            writer.flush(block_until_num_items=pending, timeout_ms=timeout_ms)
+    except reverb.errors.DeadlineExceededError:
+        return False
+    return True
+
+
 class TrajectoryStreams:
     """Writes a batch of N env steps per call as N independent trajectory streams (items of sequence_length steps).
 
@@ -120,22 +176,6 @@ class TrajectoryStreams:
         self._action_spec = action_spec
         self.items_created = 0
 
-    def _validate(self, observation: np.ndarray, action: np.ndarray) -> None:
-        """Vectorized checks of one batch: observation dtype/shape, action dtype/range, finiteness."""
-        obs_spec, act_spec = self._observation_spec, self._action_spec
-        if obs_spec is not None:
-            expected = (self._num_envs, *obs_spec.shape)
-            if observation.dtype != obs_spec.dtype or observation.shape != expected:
-                raise InvalidItem(f"observation batch {observation.dtype}{observation.shape} does not match the "
-                                  f"table's {obs_spec.dtype}{expected}")
-            if observation.dtype.kind == "f" and not np.isfinite(observation).all():
-                raise InvalidItem("observation batch contains NaN or infinity")
-        if act_spec is not None:
-            if action.dtype != act_spec.dtype or action.shape != (self._num_envs,):
-                raise InvalidItem(f"action batch {action.dtype}{action.shape} does not match {act_spec.dtype}")
-            if action.min() < act_spec.minimum or action.max() > act_spec.maximum:
-                raise InvalidItem(f"actions outside [{act_spec.minimum}, {act_spec.maximum}]: {action}")
-
     def append(self, time_step: ts.TimeStep, action: np.ndarray, next_time_step: ts.TimeStep,
                priorities: np.ndarray | None = None) -> None:
         """Appends step t of every env: (time_step[i], action[i]) -> next_time_step[i].
@@ -143,7 +183,7 @@ class TrajectoryStreams:
         With send_priorities, `priorities[i]` is the priority of env i's item that this step completes (the
         transition from step t - 1 to `time_step`).
         """
-        self._validate(next_time_step.observation, action)
+        check_batch(next_time_step.observation, action, self._num_envs, self._observation_spec, self._action_spec)
         step_type = time_step.step_type
         make_item = self._make_items(step_type)
         columns = (step_type, time_step.observation, action, next_time_step.step_type, next_time_step.reward,
@@ -186,13 +226,8 @@ class TrajectoryStreams:
         The replay rate limiter holds inserts back while the learner is behind; without this wait the
         writers would queue items in memory without bound. False if the deadline passed first.
         """
-        try:
-            for group, writer in zip(self._groups, self._writers, strict=True):
-                writer.flush(block_until_num_items=max_pending_per_stream * (group.stop - group.start),
-                             timeout_ms=timeout_ms)
-        except reverb.errors.DeadlineExceededError:
-            return False
-        return True
+        return wait_for_writers(self._writers, [max_pending_per_stream * (group.stop - group.start)
+                                                for group in self._groups], timeout_ms)
 
     def flush(self, timeout_ms: int) -> None:
         """Waits until every created item is confirmed by the server (raises DeadlineExceededError)."""
@@ -205,23 +240,5 @@ class TrajectoryStreams:
         Items still unconfirmed then (e.g. held back by the rate limiter after the learner stopped)
         are dropped: they were never stored, so nothing stored is lost.
         """
-        deadline = time.monotonic() + timeout_ms / 1000
-        confirmed = False
-        try:
-            for writer in self._writers:
-                remaining_ms = int((deadline - time.monotonic()) * 1000)
-                if remaining_ms <= 0:
-                    break
-                writer.flush(timeout_ms=remaining_ms)
-            else:
-                confirmed = True
-        except reverb.errors.DeadlineExceededError:
-            pass
-        finally:
-            # A StructuredWriter has no close(), and freeing one that still holds unconfirmed items waits for them
-            # forever with the GIL held (Reverb 0.14): such writers are kept alive on purpose, never freed, even at
-            # exit; the process's exit drops their connections. Writers with everything confirmed are freed.
-            if not confirmed:
-                for writer in self._writers:
-                    ctypes.pythonapi.Py_IncRef(ctypes.py_object(writer))
-            self._writers = []
+        close_writers(self._writers, timeout_ms)
+        self._writers = []

@@ -2,12 +2,13 @@
 
 For each num_envs, side by side in one run against one real replay server (no learner, no rate limiter):
   ceiling  raw gymnasium sync vector env (NEXT_STEP autoreset), random actions: env steps/s
-  ours     `actor.collect.Actor` (collect policy on published weights, writes through actor/writer.py):
-           items landing in the replay table per second (server's insert count before/after, after a flush)
+  ours     `actor.collect.Actor` (collect policy on published weights, writes blocks of --envs-per-item envs):
+           transitions landing in the replay table per second (server's insert count before/after, after a
+           flush, times the envs per item)
   stock    TF-Agents PyDriver + PyTFEagerPolicy(collect_policy) + ReverbAddTrajectoryObserver(2, stride 1)
            on one GymnasiumEnvironment: items landing in the table per second
 
-Run: python bench/actor_throughput.py [--seconds 5] [--num-envs 8,32,64,128]
+Run: python bench/actor_throughput.py [--seconds 5] [--num-envs 16,32,64,128] [--envs-per-item 16]
 """
 
 from __future__ import annotations
@@ -64,13 +65,17 @@ def ceiling(env_id: str, num_envs: int, seconds: float) -> float:
 
 
 def ours(actor, client, seconds: float) -> tuple[float, float]:
-    """(items landed in the table / s, env steps / s) of our Actor running its own loop for `seconds`."""
+    """(transitions landed in the table / s, env steps / s) of our Actor running its own loop for `seconds`.
+
+    A block item holds envs_per_item transitions; the server counts items.
+    """
     actor.stop = Deadline(seconds)
     before_items, before_steps, start = inserted(client), actor.env_steps, time.perf_counter()
     actor.run()
     actor.streams.flush(timeout_ms=60_000)  # count only items the server confirmed; the flush time counts too
     elapsed = time.perf_counter() - start
-    return (inserted(client) - before_items) / elapsed, (actor.env_steps - before_steps) / elapsed
+    transitions = (inserted(client) - before_items) * actor.config.item_envs()
+    return transitions / elapsed, (actor.env_steps - before_steps) / elapsed
 
 
 def stock(env, policy, client, seconds: float) -> tuple[float, float]:
@@ -107,7 +112,8 @@ def make_actor(config, client):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seconds", type=float, default=5.0, help="measuring time of each figure")
-    parser.add_argument("--num-envs", default="8,32,64,128", help="comma-separated num_envs values, one row each")
+    parser.add_argument("--num-envs", default="16,32,64,128", help="comma-separated num_envs values, one row each")
+    parser.add_argument("--envs-per-item", type=int, default=16, help="replay layout (1 = one env per item)")
     parser.add_argument("--stock-seconds", type=float, default=3.0, help="measuring time of the stock actor")
     parser.add_argument("--td-error-priorities", action="store_true",
                         help="prioritized replay with the actor's own TD errors as initial priorities (the cost of "
@@ -129,18 +135,20 @@ def main() -> None:
     root = tempfile.mkdtemp(prefix="bench-actor-")
     counts = [int(n) for n in args.num_envs.split(",")]
     variant = ("--prioritized-replay", "true", "--initial-priority", "td_error") if args.td_error_priorities else ()
-    with replay_server("--replay-max-size", "1000000", "--replay-min-size", "1", *variant) as (address, _):
+    layout = ("--envs-per-item", str(args.envs_per_item), "--replay-min-size", str(args.envs_per_item))
+    with replay_server("--replay-max-size", "1000000", *layout, *variant) as (address, _):
         client = reverb.Client(address)
         base = ActorConfig(root_dir=root, replay_address=address, warmup_steps=0, summary_interval_s=5.0,
-                           prioritized_replay=args.td_error_priorities,
+                           prioritized_replay=args.td_error_priorities, envs_per_item=args.envs_per_item,
+                           replay_min_size=args.envs_per_item,
                            initial_priority="td_error" if args.td_error_priorities else "max")
         bundle = build_agent(base)
         publish_weights(client, [v.numpy() for v in bundle.policy_variables], train_step=0)
         stock_env = GymnasiumEnvironment(base.env_id, seed=0)
         stock_policy = py_tf_eager_policy.PyTFEagerPolicy(bundle.agent.collect_policy, use_tf_function=True)
         print(f"{base.env_id}, Q-network {base.fc_layer_params}, {args.seconds:.0f} s per figure, "
-              f"replay server at {address} (no learner, no rate limiter)")
-        header = (f"{'num_envs':>8} {'ceiling steps/s':>15} {'ours items/s':>12} {'ours steps/s':>12} "
+              f"replay server at {address} (no learner, no rate limiter), {args.envs_per_item} env(s) per item")
+        header = (f"{'num_envs':>8} {'ceiling steps/s':>15} {'ours trans/s':>12} {'ours steps/s':>12} "
                   f"{'stock items/s':>13} {'stock steps/s':>13} {'ours/ceiling':>12} {'ours/stock':>10} "
                   f"{'ours/target':>11}")
         print(header)
@@ -162,7 +170,8 @@ def main() -> None:
                   f"{stock_steps:>13,.0f} {our_items / raw_rate:>11.0%} {our_items / stock_items:>9.0f}x "
                   f"{our_items / TARGET_STEPS_PER_SEC:>10.0%}", flush=True)
         stock_env.close()
-    print(f"ratios use ours in items/s (what reaches the table); target = {TARGET_STEPS_PER_SEC:,} env steps/s "
+    print(f"ratios use ours in transitions/s reaching the table (items x envs per item; stock: 1 per item); "
+          f"target = {TARGET_STEPS_PER_SEC:,} env steps/s "
           "per actor process (issue #5)")
 
 

@@ -46,21 +46,28 @@ def inserted(client) -> int:
     return client.server_info(timeout=30)[REPLAY_TABLE].rate_limiter_info.insert_stats.completed
 
 
-def fill_replay(address: str, num_items: int, num_envs: int = 8, env_id: str = "CartPole-v1", options=None,
-                seed: int = 0) -> float:
-    """Writes about `num_items` random-policy items through the actor's writer; returns items/s."""
+def fill_replay(address: str, num_transitions: int, num_envs: int = 16, env_id: str = "CartPole-v1", options=None,
+                seed: int = 0, envs_per_item: int | None = None) -> float:
+    """Writes about `num_transitions` random-policy transitions through the actor's writer; returns them per s.
+
+    `envs_per_item` must match the server's (default: the default config's, as a server without the flag).
+    """
     import numpy as np
     import reverb
 
+    from actor.block_writer import BlockStreams
     from actor.writer import TrajectoryStreams
+    from dqn.config import CommonConfig
     from dqn.envs import GymnasiumVectorEnvironment
 
+    envs = CommonConfig().item_envs() if envs_per_item is None else envs_per_item
     env = GymnasiumVectorEnvironment(env_id, num_envs, seed=seed, options=options)
-    streams = TrajectoryStreams(reverb.Client(address), num_envs)
+    client = reverb.Client(address)
+    streams = BlockStreams(client, num_envs, envs) if envs > 1 else TrajectoryStreams(client, num_envs)
     rng = np.random.default_rng(seed)
     num_actions = int(env.action_spec().maximum) + 1
     time_step, start = env.reset(), time.perf_counter()
-    while streams.items_created < num_items:
+    while streams.items_created * envs < num_transitions:
         action = rng.integers(0, num_actions, size=num_envs, dtype=np.int64)
         next_time_step = env.step(action)
         streams.append(time_step, action, next_time_step)
@@ -68,4 +75,4 @@ def fill_replay(address: str, num_items: int, num_envs: int = 8, env_id: str = "
         time_step = next_time_step
     streams.close(timeout_ms=120_000)
     env.close()
-    return streams.items_created / (time.perf_counter() - start)
+    return streams.items_created * envs / (time.perf_counter() - start)

@@ -1,6 +1,6 @@
 """Learner throughput: SGD steps/s fed from a replay server vs. the same train step on a fixed batch.
 
-Run: python bench/learner_throughput.py [--seconds 15]
+Run: python bench/learner_throughput.py [--seconds 15] [--envs-per-item 1,16]
 """
 
 from __future__ import annotations
@@ -30,42 +30,49 @@ def rate(step_fn, seconds: float, steps_per_call: int = 1) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seconds", type=float, default=10.0)
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--fc-layer-params", default="64,64", help="Q-network layers (README figures: 64,64)")
+    parser.add_argument("--batch-size", type=int, default=256)
+    parser.add_argument("--fc-layer-params", default="256,256", help="Q-network layers (the defaults: 256,256)")
+    parser.add_argument("--envs-per-item", default="1,16",
+                        help="replay layouts to feed from, each on its own server (1 = one env per item)")
     args = parser.parse_args()
 
-    import tensorflow as tf
     from tf_agents.utils import common
 
     from dqn.agent import build_agent
     from dqn.config import LearnerConfig
     from learner.train import make_dataset
 
-    with replay_server("--replay-min-size", "100") as (address, _):
-        fill_replay(address, 20_000)
-        layers = tuple(int(n) for n in args.fc_layer_params.split(","))
-        config = LearnerConfig(replay_address=address, batch_size=args.batch_size, fc_layer_params=layers)
-        bundle = build_agent(config)
-        iterator = iter(make_dataset(config, bundle))
-        fixed, _ = next(iterator)
-        train = common.function(bundle.agent.train)
-        eager, fixed_name = "agent.train eager, fixed batch", "tf.function train, fixed batch"
-        results = {eager: rate(lambda: bundle.agent.train(fixed), args.seconds / 2),
-                   fixed_name: rate(lambda: train(fixed), args.seconds)}
-        fed_names = []
-        for pipeline, streams in (("as_dataset", 3), ("streams", 1), ("streams", 2)):
-            variant = dataclasses.replace(config, replay_dataset=pipeline, num_parallel_calls=streams)
-            feed = iter(make_dataset(variant, bundle))
-            name = f"tf.function train, fed by {pipeline} ({streams} stream{'s' if streams > 1 else ''})"
-            results[name] = rate(lambda feed=feed: train(next(feed)[0]), args.seconds)
-            fed_names.append(name)
-            del feed
+    layers = tuple(int(n) for n in args.fc_layer_params.split(","))
+    results: dict[str, float] = {}
+    fed_names, fixed_name = [], "tf.function train, fixed batch"
+    for envs in (int(n) for n in args.envs_per_item.split(",")):
+        with replay_server("--replay-min-size", "100", "--envs-per-item", str(envs)) as (address, _):
+            fill_replay(address, 20_000, num_envs=max(16, envs), envs_per_item=envs)
+            config = LearnerConfig(replay_address=address, batch_size=args.batch_size, fc_layer_params=layers,
+                                   envs_per_item=envs)
+            bundle = build_agent(config)
+            train = common.function(bundle.agent.train)
+            if fixed_name not in results:
+                fixed, _ = next(iter(make_dataset(config, bundle)))
+                eager = bundle.agent.train
+                results["agent.train eager, fixed batch"] = rate(lambda: eager(fixed), args.seconds / 2)  # noqa: B023
+                results[fixed_name] = rate(lambda: train(fixed), args.seconds)  # noqa: B023
+            items = args.batch_size // envs
+            for pipeline, streams in (("as_dataset", 3), ("streams", 1), ("streams", 2)):
+                if streams > items or (pipeline == "streams" and items % streams):
+                    continue
+                variant = dataclasses.replace(config, replay_dataset=pipeline, num_parallel_calls=streams)
+                feed = iter(make_dataset(variant, bundle))
+                name = (f"tf.function train, fed by {pipeline} ({streams} stream{'s' if streams > 1 else ''}), "
+                        f"{envs} env{'s' if envs > 1 else ''}/item")
+                results[name] = rate(lambda feed=feed, train=train: train(next(feed)[0]), args.seconds)
+                fed_names.append(name)
+                del feed
     width = max(map(len, results))
     for name, value in results.items():
         print(f"{name:<{width}}  {value:8.1f} SGD steps/s")
     for name in fed_names:
         print(f"ratio {name.split('fed by ')[1]} / fixed batch: {results[name] / results[fixed_name]:.2f}")
-    del tf
 
 
 if __name__ == "__main__":

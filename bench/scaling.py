@@ -1,4 +1,4 @@
-"""Scaling and cost: aggregate items/s with 1, 2 and 4 actor processes; peak RSS per role; bytes per transition.
+"""Scaling and cost: aggregate transitions/s with 1, 2 and 4 actor processes; peak RSS per role; bytes per transition.
 
 Setup: one replay server (`--samples-per-insert 0`: no rate limiter) and K real `python -m actor` processes
 (CartPole-v1, policy weights published once by this script), no learner: the figure is what actors alone push
@@ -72,7 +72,7 @@ def start_actor(address: str, root: str, actor_id: int, num_envs: int | None) ->
 
 
 def aggregate_rate(num_actors: int, seconds: float, num_envs: int | None) -> tuple[float, dict[str, int], int]:
-    """(items/s into the table with `num_actors` actors, peak RSS by role, num_envs used)."""
+    """(transitions/s into the table with `num_actors` actors, peak RSS by role, num_envs used)."""
     import reverb
 
     from dqn.agent import build_agent
@@ -103,7 +103,7 @@ def aggregate_rate(num_actors: int, seconds: float, num_envs: int | None) -> tup
             time.sleep(2.0)  # let the last actor to start reach its steady rate
             before, start = inserted(client), time.perf_counter()
             time.sleep(seconds)
-            rate = (inserted(client) - before) / (time.perf_counter() - start)
+            rate = (inserted(client) - before) * config.item_envs() / (time.perf_counter() - start)
         finally:
             for actor in actors:
                 actor.terminate()
@@ -119,7 +119,10 @@ def bytes_per_transition(items: int, warmup_items: int) -> tuple[float, int, int
     import psutil
     import reverb
 
-    with replay_server("--replay-max-size", str(2 * (items + warmup_items)), "--replay-min-size", "1") as (
+    from dqn.config import CommonConfig
+
+    envs_per_item = CommonConfig().item_envs()  # the server's default layout, which fill_replay writes
+    with replay_server("--replay-max-size", str(2 * (items + warmup_items)), "--replay-min-size", "16") as (
             address, server_pid):
         server = psutil.Process(server_pid)
         fill_replay(address, warmup_items)
@@ -128,7 +131,7 @@ def bytes_per_transition(items: int, warmup_items: int) -> tuple[float, int, int
         base_rss, base_items = server.memory_info().rss, inserted(client)
         fill_replay(address, items)
         time.sleep(1.0)
-        stored = inserted(client) - base_items
+        stored = (inserted(client) - base_items) * envs_per_item  # transitions
         after_rss = server.memory_info().rss
         return (after_rss - base_rss) / stored, base_rss, after_rss
 
@@ -145,7 +148,7 @@ def main() -> None:
     mib = 1024 * 1024
     print(f"{os.cpu_count()} CPUs; replay server --samples-per-insert 0, no learner; actors = `python -m actor` "
           f"with default settings, warm-up 0, weights published once; {args.seconds:.0f} s window per row")
-    print(f"{'actors':>6} {'num_envs':>8} {'items/s total':>13} {'items/s per actor':>17} {'vs 1 actor':>10} "
+    print(f"{'actors':>6} {'num_envs':>8} {'trans/s total':>13} {'trans/s per actor':>17} {'vs 1 actor':>10} "
           f"{'peak RSS server':>15} {'peak RSS actor':>14}")
     single = None
     for count in (int(n) for n in args.actors.split(",")):
@@ -155,7 +158,7 @@ def main() -> None:
               f"{peak['replay server'] / mib:>11,.0f} MiB {peak['actor (max)'] / mib:>10,.0f} MiB", flush=True)
     per_item, base, after = bytes_per_transition(args.items, args.warmup_items)
     print(f"replay server: {per_item:,.0f} bytes per stored CartPole transition (RSS {base / mib:,.0f} MiB after "
-          f"{args.warmup_items:,} items -> {after / mib:,.0f} MiB after {args.items:,} more, actor writer)")
+          f"{args.warmup_items:,} transitions -> {after / mib:,.0f} MiB after {args.items:,} more, actor writer)")
 
 
 if __name__ == "__main__":

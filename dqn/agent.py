@@ -40,7 +40,8 @@ class AgentBundle:
     reward_threshold: float | None
     sequence_length: int
     q_network: object
-    replay_data_spec: object  # the agent's collect_data_spec, plus the actor's initial priority if it sends one
+    replay_data_spec: object  # one item's step: collect_data_spec (+ the actor's initial priority), or E envs' block
+    envs_per_item: int = 1  # > 1: replay items are [sequence_length, envs_per_item, ...] blocks
 
     @property
     def policy_variables(self) -> list[tf.Variable]:
@@ -117,11 +118,14 @@ def build_agent(config: CommonConfig) -> AgentBundle:
     )
     agent.initialize()
     replay_data_spec = agent.collect_data_spec
-    if config.actors_send_priorities():
+    envs = config.item_envs()
+    if envs > 1:
+        replay_data_spec = tensor_spec.add_outer_dim(tensor_spec.from_spec(replay_data_spec), envs)
+    if config.actors_send_priorities():  # one priority per item step, also for a block (see actor/block_writer.py)
         replay_data_spec = replay_data_spec._replace(
             policy_info={INITIAL_PRIORITY_KEY: tf.TensorSpec((), tf.float32, name=INITIAL_PRIORITY_KEY)})
     return AgentBundle(agent, time_step_spec, action_spec, train_step, epsilon, reward_threshold,
-                       config.sequence_length(), network, replay_data_spec)
+                       config.sequence_length(), network, replay_data_spec, envs)
 
 
 def batched_actions(policy, batch_size: int | None = None) -> Callable[[ts.TimeStep], np.ndarray]:
@@ -172,7 +176,7 @@ def batched_actions_and_q_values(policy, network) -> Callable[[ts.TimeStep], tup
 
 
 def replay_signature(bundle: AgentBundle) -> object:
-    """Signature of one replay item: a Trajectory of `sequence_length` (n + 1) consecutive steps of one env."""
+    """Signature of one replay item: `sequence_length` (n + 1) consecutive steps of one env, or of a block of envs."""
     return tensor_spec.add_outer_dim(tensor_spec.from_spec(bundle.replay_data_spec), bundle.sequence_length)
 
 

@@ -37,6 +37,13 @@ def importance_weights(probability: np.ndarray, table_size: np.ndarray, beta: fl
     return (weights / weights.max()).astype(np.float32)
 
 
+def item_td_errors(td_errors: np.ndarray, envs_per_item: int) -> np.ndarray:
+    """One TD error per sampled item: a block item's is its largest |TD error| (rows i * E ... i * E + E - 1)."""
+    if envs_per_item == 1:
+        return td_errors
+    return np.abs(td_errors).reshape(-1, envs_per_item).max(axis=1)
+
+
 class PriorityUpdater:
     """Normalizes |TD errors| to priorities and sends them to the replay table from a daemon thread."""
 

@@ -14,6 +14,7 @@ import os
 import shutil
 import time
 
+import numpy as np
 import reverb
 import tensorflow as tf
 from tf_agents.policies import policy_saver
@@ -29,15 +30,16 @@ from dqn.replay import REPLAY_TABLE, check_table_matches, wait_for_server
 from dqn.runtime import StopSignal, release_free_heap
 from dqn.weights import WeightsPublisher
 from learner.feed import BatchFeed
-from learner.priorities import PriorityUpdater, importance_beta, importance_weights
+from learner.priorities import PriorityUpdater, importance_beta, importance_weights, item_td_errors
 from learner.stats import ReplayRates
 
 log = logging.getLogger("learner")
 
 
 def make_dataset(config: LearnerConfig, bundle: AgentBundle) -> tf.data.Dataset:
-    """Batches of [batch_size * train_steps_per_call, n + 1, ...] with their sample info ([batch] fields).
+    """Batches of [batch_size * train_steps_per_call, n + 1, ...] with their sample info (one value per item).
 
+    With block items the info has one value per block of envs_per_item consecutive rows.
     The iterator ends (not hangs) after no_data_timeout_s without a sample.
     """
     if config.replay_dataset == "as_dataset":
@@ -47,9 +49,17 @@ def make_dataset(config: LearnerConfig, bundle: AgentBundle) -> tf.data.Dataset:
     if config.actors_send_priorities():
         # The actor's initial priority already did its work on the server; the agent's specs have no policy_info.
         dataset = dataset.map(lambda experience, info: (experience._replace(policy_info=()), info))
+    if bundle.envs_per_item > 1:
+        dataset = dataset.map(lambda experience, info: (tf.nest.map_structure(unblock, experience), info))
     if config.items_run_past_episode_end():
         dataset = dataset.map(lambda experience, info: (close_episode_ends(experience, config.gamma), info))
     return dataset.prefetch(config.prefetch)
+
+
+def unblock(leaf: tf.Tensor) -> tf.Tensor:
+    """Block items [k, L, E, ...] -> [k * E, L, ...]: env e of item i becomes row i * E + e."""
+    moved = tf.transpose(leaf, [0, 2, 1, *range(3, leaf.shape.rank)])
+    return tf.reshape(moved, [-1, *moved.shape[2:]])
 
 
 def _book_dataset(config: LearnerConfig, bundle: AgentBundle) -> tf.data.Dataset:
@@ -57,7 +67,8 @@ def _book_dataset(config: LearnerConfig, bundle: AgentBundle) -> tf.data.Dataset
     buffer = reverb_replay_buffer.ReverbReplayBuffer(
         bundle.replay_data_spec, REPLAY_TABLE, sequence_length=config.sequence_length(),
         server_address=config.replay_address, rate_limiter_timeout_ms=int(config.no_data_timeout_s * 1000))
-    dataset = buffer.as_dataset(sample_batch_size=config.batch_size * config.train_steps_per_call,
+    items = config.batch_size * config.train_steps_per_call // bundle.envs_per_item
+    dataset = buffer.as_dataset(sample_batch_size=items,
                                 num_steps=config.sequence_length(), num_parallel_calls=config.num_parallel_calls)
     # TF-Agents repeats each item's info along its steps; one value per item is what the learner uses.
     return dataset.map(lambda experience, info: (experience, tf.nest.map_structure(lambda t: t[:, 0], info)))
@@ -72,7 +83,7 @@ def _reverb_streams(config: LearnerConfig, bundle: AgentBundle) -> tf.data.Datas
     spec = bundle.replay_data_spec
     shapes = tf.nest.map_structure(lambda s: tf.TensorShape([length]).concatenate(s.shape), spec)
     dtypes = tf.nest.map_structure(lambda s: s.dtype, spec)
-    total = config.batch_size * config.train_steps_per_call
+    total = config.batch_size * config.train_steps_per_call // bundle.envs_per_item  # items per batch
     streams = config.num_parallel_calls
     share = total // streams
 
@@ -87,7 +98,7 @@ def _reverb_streams(config: LearnerConfig, bundle: AgentBundle) -> tf.data.Datas
     dataset = tf.data.Dataset.range(streams).interleave(stream, cycle_length=streams, num_parallel_calls=streams,
                                                         deterministic=False)
 
-    def merge(sample):  # [streams, share, ...] -> [total, ...]
+    def merge(sample):  # [streams, share, ...] -> [total, ...] items
         flat = tf.nest.map_structure(lambda t: tf.reshape(t, [total, *t.shape[2:]]), sample)
         return flat.data, flat.info
 
@@ -193,7 +204,7 @@ class Learner:
         log.info("learner starting at train step %d (max %d); replay at %s", self.step, config.max_train_steps,
                  config.replay_address)
         health.set(True)
-        rates = ReplayRates(client, config.rpc_timeout_s)
+        rates = ReplayRates(client, config.rpc_timeout_s, transitions_per_item=self.bundle.envs_per_item)
         feed = BatchFeed(lambda: make_dataset(config, self.bundle))
         if config.prioritized_replay:
             self.priorities = PriorityUpdater(config.replay_address, REPLAY_TABLE, config.rpc_timeout_s)
@@ -218,10 +229,11 @@ class Learner:
             if self.priorities is None:
                 loss, _ = self.train(experience, None)
             else:
-                loss, td_errors = self.train(experience, importance_weights(
-                    sample_info.probability.numpy(), sample_info.table_size.numpy(),
-                    importance_beta(config, step)))
-                self.priorities.submit(sample_info.key.numpy(), td_errors.numpy())
+                envs = self.bundle.envs_per_item
+                weights = importance_weights(sample_info.probability.numpy(), sample_info.table_size.numpy(),
+                                             importance_beta(config, step))
+                loss, td_errors = self.train(experience, np.repeat(weights, envs))  # one weight per transition
+                self.priorities.submit(sample_info.key.numpy(), item_td_errors(td_errors.numpy(), envs))
             step = before + config.train_steps_per_call
             if crossed(before, step, config.publish_interval):
                 self.publish(publisher)

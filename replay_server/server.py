@@ -132,8 +132,8 @@ def serve(config: ReplayServerConfig) -> int:
             "the restored replay checkpoint does not match the config: " + "; ".join(mismatches) +
             f". Start with the checkpoint's settings, or move {config.resolved_checkpoint_dir()} aside "
             "to start with an empty buffer.")
-    log.info("replay server on port %d (checkpoints in %s); restored %s", server.port,
-             config.resolved_checkpoint_dir(), format_stats(info))
+    log.info("replay server on port %d (checkpoints in %s; replay items of %d env(s) each); restored %s",
+             server.port, config.resolved_checkpoint_dir(), config.item_envs(), format_stats(info))
     health = start_health(config.health_port, "replay-server")
     health.set(True)
     scheduler = CheckpointScheduler(client, config, stop)

@@ -12,13 +12,18 @@ from dqn.replay import REPLAY_TABLE, VARIABLES_TABLE
 
 
 def replay_rate_limiter(config: CommonConfig) -> reverb.rate_limiters.RateLimiter:
-    """MinSize, or SampleToInsertRatio when samples_per_insert > 0 (keeps actors and learner in step)."""
+    """MinSize, or SampleToInsertRatio when samples_per_insert > 0 (keeps actors and learner in step).
+
+    Counted in items; with block items every item holds envs_per_item transitions, so samples per insert
+    means the same per transition.
+    """
+    min_items = config.replay_items(config.replay_min_size)
     if config.samples_per_insert <= 0:
-        return reverb.rate_limiters.MinSize(config.replay_min_size)
+        return reverb.rate_limiters.MinSize(min_items)
     spi = config.samples_per_insert
     # Reverb needs the allowed window to hold at least 2 * max(1, spi) or it can deadlock.
-    error_buffer = max(config.samples_per_insert_tolerance * config.replay_min_size * spi, 2.0 * max(1.0, spi))
-    return reverb.rate_limiters.SampleToInsertRatio(spi, config.replay_min_size, error_buffer)
+    error_buffer = max(config.samples_per_insert_tolerance * min_items * spi, 2.0 * max(1.0, spi))
+    return reverb.rate_limiters.SampleToInsertRatio(spi, min_items, error_buffer)
 
 
 def replay_sampler(config: CommonConfig) -> reverb.selectors.KeyDistributionOptions:
@@ -34,7 +39,7 @@ def make_tables(config: CommonConfig, bundle: AgentBundle) -> list[reverb.Table]
         name=REPLAY_TABLE,
         sampler=replay_sampler(config),
         remover=reverb.selectors.Fifo(),
-        max_size=config.replay_max_size,
+        max_size=config.replay_items(config.replay_max_size),
         rate_limiter=replay_rate_limiter(config),
         signature=replay_signature(bundle),
     )
@@ -62,7 +67,7 @@ def table_mismatches(expected: list[reverb.Table], running: dict[str, Any]) -> l
             problems.append(f"table {table.name!r} missing")
             continue
         if info.max_size != expected_info.max_size:
-            problems.append(f"{table.name}.max_size is {info.max_size} in the checkpoint, "
+            problems.append(f"{table.name}.max_size is {info.max_size} items in the checkpoint, "
                             f"{expected_info.max_size} in the config")
         if info.signature != expected_info.signature:
             problems.append(f"{table.name}.signature differs (checkpoint was written for another env or network)")

@@ -150,7 +150,8 @@ def replay_server_factory(spawn: Callable[..., RoleProcess], tmp_path: Path) -> 
 
 
 #: Small, fast settings shared by the multi-process tests.
-FAST_FLAGS = ("--replay-min-size", "200", "--fc-layer-params", "32")
+#: Block items of 4 envs: the default layout (blocks), sized for the tests' 4-env actors.
+FAST_FLAGS = ("--replay-min-size", "200", "--fc-layer-params", "32", "--envs-per-item", "4")
 
 
 class System:

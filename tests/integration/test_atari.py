@@ -13,7 +13,7 @@ pytestmark = pytest.mark.integration
 #: The breakout preset with budgets a 2-core box runs in about a minute. Episodes are cut at 100 agent steps so
 #: a near-random greedy policy (which may never press FIRE) cannot stall the evaluation.
 TINY = ["--preset", "breakout", "--replay-min-size", "100", "--replay-max-size", "2000", "--max-episode-steps", "100",
-        "--samples-per-insert", "0", "--fc-layer-params", "64"]
+        "--samples-per-insert", "0", "--fc-layer-params", "64", "--envs-per-item", "2"]
 
 
 def test_breakout_actor_learner_evaluator(spawn, replay_server_factory, tmp_path):

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.integration
 NO_LIMITER = ("--samples-per-insert", "0")
 
 
-def fill(address, steps, num_envs=8):
+def fill(address, steps, num_envs=16):
     """Writes random CartPole transitions through the actor's writer (real items with our signature)."""
     from bench.common import fill_replay
 

@@ -139,6 +139,7 @@ def role_environment(environment: dict[str, str], root: Path, replay_address: st
         "DQN_REPLAY_MIN_SIZE": "200",
         "DQN_WARMUP_STEPS": "100",
         "DQN_NUM_ENVS": "4",
+        "DQN_ENVS_PER_ITEM": "4",
         "DQN_SUMMARY_INTERVAL_S": "1",  # actor progress.json every second
         "DQN_SUMMARY_INTERVAL": "20",  # learner progress.json every 20 train steps
         "DQN_CONNECT_TIMEOUT_S": "90",

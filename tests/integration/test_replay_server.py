@@ -20,6 +20,8 @@ pytestmark = pytest.mark.integration
 # These tests write without a learner sampling: a samples-per-insert limiter (on by default) would hold the
 # writes back once inserts run ahead of samples, so the server runs with only a min-size limiter here.
 NO_LIMITER = ("--samples-per-insert", "0")
+#: TF-Agents' observer writes one env per item: the server's layout must be that one (the default is blocks).
+PER_ENV_ITEMS = ("--envs-per-item", "1")
 
 
 def table_size(address, table=REPLAY_TABLE):
@@ -28,7 +30,7 @@ def table_size(address, table=REPLAY_TABLE):
 
 def write_with_tf_agents_observer(address, steps):
     """Collects `steps` random CartPole steps through TF-Agents' own driver + ReverbAddTrajectoryObserver."""
-    bundle = build_agent(CommonConfig())
+    bundle = build_agent(CommonConfig(envs_per_item=1))
     env = GymnasiumEnvironment("CartPole-v1", seed=0)
     observer = reverb_utils.ReverbAddTrajectoryObserver(reverb.Client(address), REPLAY_TABLE, sequence_length=2)
     policy = random_py_policy.RandomPyPolicy(env.time_step_spec(), env.action_spec())
@@ -38,7 +40,7 @@ def write_with_tf_agents_observer(address, steps):
 
 
 def test_items_from_tf_agents_observer_round_trip_through_as_dataset(replay_server_factory):
-    server = replay_server_factory(*NO_LIMITER, "--replay-min-size", "10")
+    server = replay_server_factory(*NO_LIMITER, *PER_ENV_ITEMS, "--replay-min-size", "10")
     bundle = write_with_tf_agents_observer(server.address, steps=200)
     assert table_size(server.address) > 150  # 200 steps minus one per episode start
     buffer = reverb_replay_buffer.ReverbReplayBuffer(
@@ -64,9 +66,10 @@ def test_learner_dataset_pairs_each_key_with_its_item(replay_server_factory, pip
     from dqn.config import LearnerConfig
     from learner.train import make_dataset
 
-    server = replay_server_factory(*NO_LIMITER, "--replay-min-size", "10")
+    server = replay_server_factory(*NO_LIMITER, *PER_ENV_ITEMS, "--replay-min-size", "10")
     write_with_tf_agents_observer(server.address, steps=300)
-    config = dataclasses.replace(LearnerConfig(replay_address=server.address, batch_size=32), replay_dataset=pipeline,
+    config = dataclasses.replace(LearnerConfig(replay_address=server.address, batch_size=32, envs_per_item=1),
+                                 replay_dataset=pipeline,
                                  num_parallel_calls=streams, train_steps_per_call=2)
     iterator = iter(make_dataset(config, build_agent(config)))
     seen = {}
@@ -92,7 +95,7 @@ def test_signatures_are_identical_in_every_process(replay_server_factory):
 
 
 def test_sigterm_checkpoints_and_restart_restores(replay_server_factory, tmp_path):
-    server = replay_server_factory(*NO_LIMITER, "--checkpoint-interval-s", "0")
+    server = replay_server_factory(*NO_LIMITER, *PER_ENV_ITEMS, "--checkpoint-interval-s", "0")
     write_with_tf_agents_observer(server.address, steps=120)
     stored = table_size(server.address)
     assert stored > 0
@@ -102,7 +105,7 @@ def test_sigterm_checkpoints_and_restart_restores(replay_server_factory, tmp_pat
     assert len(checkpoints) == 1 and (checkpoints[0] / "DONE").exists()
     assert "SIGTERM received: final checkpoint" in server.process.log()
 
-    restarted = replay_server_factory(*NO_LIMITER, "--checkpoint-interval-s", "0", port=server.port)
+    restarted = replay_server_factory(*NO_LIMITER, *PER_ENV_ITEMS, "--checkpoint-interval-s", "0", port=server.port)
     assert table_size(restarted.address) == stored
     assert restarted.process.terminate(timeout_s=60) == 0
 
@@ -134,4 +137,5 @@ def test_restored_checkpoint_with_other_config_is_reported(replay_server_factory
                      "--port", str(server.port),
                      "--health-port", "0", "--replay-max-size", "5000")
     assert result.returncode == 2
-    assert "replay.max_size is 100000 in the checkpoint, 5000 in the config" in result.stderr
+    # 100,000 and 5,000 transitions in items of 16 (the default envs_per_item).
+    assert "replay.max_size is 6250 items in the checkpoint, 313 in the config" in result.stderr

@@ -18,7 +18,7 @@ from tests.conftest import REPO, free_port, health_status, run_cli, wait_until
 
 pytestmark = pytest.mark.integration
 
-FAST = ["--replay-min-size", "200", "--fc-layer-params", "32"]
+FAST = ["--replay-min-size", "200", "--fc-layer-params", "32", "--envs-per-item", "4"]
 #: Learner-only: the default batch of 256 needs 64 inserts per SGD step, slow for 4-env test actors.
 LEARNER_FAST = ["--batch-size", "64"]
 

@@ -34,16 +34,15 @@ def test_n_step_items_hold_n_plus_one_steps_and_learner_trains(system_factory, a
     system.wait_training(at_least=100)
     samples = sample_items(system.server.address, 20)
     for sample in samples:
-        assert sample.data.observation.shape == (4, 4)  # n + 1 = 4 steps of CartPole's 4-vector
-        step_types = np.asarray(sample.data.step_type)
-        # n-step windows may run past an episode end (dqn/nstep.py) but never start on its boundary step (LAST = 2).
-        assert step_types[0] != 2, step_types
+        # n + 1 = 4 steps of a block of 4 envs (the tests' envs_per_item) of CartPole's 4-vector. Windows may run
+        # past an episode end (dqn/nstep.py); per-env windows are checked in test_nstep_windows/test_block_items.
+        assert sample.data.observation.shape == (4, 4, 4)
     assert system.roles["learner"].terminate() == 0
     assert system.roles["actor-0"].terminate() == 0
 
 
 def test_rnn_q_network_trains_on_sequences(system_factory):
-    flags = ("--lstm-size", "16", "--train-sequence-length", "6")
+    flags = ("--lstm-size", "16", "--train-sequence-length", "6", "--envs-per-item", "1")  # RNN: per-env items
     system = system_factory(*NO_LIMITER, *flags)
     system.shared_flags = flags
     system.start_learner()
@@ -131,6 +130,8 @@ def test_actor_td_error_priorities_enter_the_table_and_learner_trains(system_fac
         # times_sampled == 1: only our own sample drew it, so it still has the priority the actor gave it.
         fresh = [s for s in samples if s.info.times_sampled == 1]
         for sample in fresh:
+            # Block items of the tests' 4 envs, with the block's priority (its envs' largest, test_block_items).
+            assert np.asarray(sample.data.observation).shape == (2, 4, 4)
             initial = np.asarray(sample.data.policy_info[INITIAL_PRIORITY_KEY])
             assert initial[0] == 0.0 and sample.info.priority == pytest.approx(initial[1])
             assert MIN_PRIORITY <= sample.info.priority <= 1.0

@@ -59,6 +59,10 @@ def test_conversions():
      "n_step_update 1"),
     ({"initial_priority": "newest"}, "initial_priority", "one of auto, max, td_error"),
     ({"num_parallel_calls": "3"}, "num_parallel_calls", "must divide batch_size * train_steps_per_call (256)"),
+    ({"envs_per_item": "24"}, "envs_per_item", "must divide batch_size * train_steps_per_call (256)"),
+    ({"num_parallel_calls": "32"}, "num_parallel_calls", "must divide the items per sampled batch (16 items of 16"),
+    ({"lstm_size": "8", "envs_per_item": "4"}, "envs_per_item", "must be 1 (or 0 = auto) with an RNN"),
+    ({"replay_min_size": "8"}, "replay_min_size", "must be >= envs_per_item (16)"),
 ])
 def test_bad_values_name_the_field(flags, field, fragment):
     with pytest.raises(ConfigError) as error:
@@ -71,8 +75,8 @@ def test_bad_values_name_the_field(flags, field, fragment):
 
 def test_unknown_keys_are_errors_but_other_roles_keys_are_accepted():
     # The compose file shares one DQN_* block: an actor must accept the learner's keys...
-    config = resolve(ActorConfig, environ={"DQN_BATCH_SIZE": "32", "DQN_NUM_ENVS": "4"}, known_names=KNOWN)
-    assert config.num_envs == 4
+    config = resolve(ActorConfig, environ={"DQN_BATCH_SIZE": "32", "DQN_NUM_ENVS": "32"}, known_names=KNOWN)
+    assert config.num_envs == 32
     # ...but not a key no role knows.
     with pytest.raises(ConfigError, match="DQN_NUM_ENVZ"):
         resolve(ActorConfig, environ={"DQN_NUM_ENVZ": "4"}, known_names=KNOWN)
@@ -105,3 +109,13 @@ def test_initial_priority_auto_is_the_actors_td_error_where_it_applies():
     assert not CommonConfig(prioritized_replay=True, initial_priority="max").actors_send_priorities()
     assert not CommonConfig(prioritized_replay=True, n_step_update=3).actors_send_priorities()  # auto -> max
     assert not CommonConfig(prioritized_replay=True, lstm_size=(8,)).actors_send_priorities()
+
+
+def test_actor_envs_must_fill_whole_blocks_and_auto_picks_per_env_items_for_an_rnn():
+    with pytest.raises(ConfigError, match="must be a multiple of envs_per_item \\(16\\).*--envs-per-item 1") as error:
+        resolve(ActorConfig, environ={}, flags={"num_envs": "24"})
+    assert error.value.field_name == "num_envs"
+    assert resolve(ActorConfig, environ={}, flags={"num_envs": "24", "envs_per_item": "8"}).item_envs() == 8
+    assert resolve(ActorConfig, environ={}, flags={"num_envs": "6", "lstm_size": "8"}).item_envs() == 1
+    config = resolve(LearnerConfig, environ={}, flags={})
+    assert config.item_envs() == 16 and config.replay_items(100_000) == 6250 and config.replay_items(1000) == 63

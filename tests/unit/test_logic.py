@@ -137,3 +137,21 @@ def test_plain_dqn_by_default_double_dqn_on_request():
 
     assert type(build_agent(CommonConfig(fc_layer_params=(8,))).agent) is dqn_agent.DqnAgent
     assert type(build_agent(CommonConfig(fc_layer_params=(8,), double_dqn=True)).agent) is dqn_agent.DdqnAgent
+
+
+def test_unblock_puts_item_i_env_e_at_row_i_times_e_and_item_td_error_is_the_block_max():
+    import tensorflow as tf
+
+    from learner.priorities import item_td_errors
+    from learner.train import unblock
+
+    # 2 items of 3 steps x 2 envs x 1 value, each value encoding (item, step, env).
+    blocks = np.array([[[[100 * i + 10 * t + e] for e in range(2)] for t in range(3)] for i in range(2)])
+    rows = unblock(tf.constant(blocks)).numpy()
+    assert rows.shape == (4, 3, 1)
+    for i in range(2):
+        for e in range(2):
+            assert rows[i * 2 + e, :, 0].tolist() == [100 * i + 10 * t + e for t in range(3)]
+    td = np.array([0.5, -2.0, 0.1, 0.3], dtype=np.float32)
+    assert item_td_errors(td, 2).tolist() == pytest.approx([2.0, 0.3])
+    assert item_td_errors(td, 1) is td

@@ -1,0 +1,141 @@
+"""Replay items that hold a block of envs: the same n + 1 steps of E envs in one [n + 1, E, ...] item.
+
+Reverb's cost is per item: a learner sampling 2-step items of one env each spends ~23 us of CPU per
+transition inside `TrajectoryDataset`, four times its whole SGD step at batch 256 (bench/learner_throughput.py).
+A block of E envs' transitions at the same time steps costs about the same per item, so E = 16 cuts the
+learner's input cost ~10x and the actor's writes (one append per step for all envs) with it.
+
+What changes against per-env streams (actor/writer.py): every window of n + 1 steps becomes an item, also
+the ones starting on an env's boundary step (LAST -> FIRST). DqnAgent masks those itself: its loss keeps only
+transitions whose first step is not LAST (`valid_mask`), and dqn/nstep.py closes windows that run past an
+episode end. Sampling, priorities and FIFO removal act on whole blocks: an actor-sent initial priority is
+the largest of the block's envs' priorities.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import reverb
+from reverb import structured_writer
+from tf_agents.trajectories import time_step as ts
+from tf_agents.trajectories import trajectory
+
+from actor.writer import CHUNK_STEPS, ENVS_PER_WRITER, InvalidItem, check_batch, close_writers, wait_for_writers
+from dqn.agent import INITIAL_PRIORITY_KEY
+from dqn.replay import REPLAY_TABLE
+
+_TRAJECTORY_FIELDS = 6
+_PRIORITY_SLOTS = (6, 7)
+
+
+def _block_configs(num_blocks: int, table: str, length: int, send_priorities: bool) -> list:
+    """StructuredWriter configs for `num_blocks` blocks in one flat step (field-major: field * num_blocks + b).
+
+    Block b's item is the last `length` steps of its six Trajectory columns, made on every step once
+    `length` steps exist. With `send_priorities` (2-step items only) two scalar slots per block carry the
+    item's priority to Reverb's td_error priority function, alternating by the item's start parity exactly
+    as actor/writer.py explains: 0 at an item's first step, its priority at the second. The item carries its
+    slot as policy_info["initial_priority"] ([L], one value per step for the whole block).
+    """
+    fields = _TRAJECTORY_FIELDS + (len(_PRIORITY_SLOTS) if send_priorities else 0)
+    step = [None] * (fields * num_blocks)
+    ref = structured_writer.create_reference_step(step)
+    full = structured_writer.Condition.step_index() >= length - 1
+    configs = []
+    for b in range(num_blocks):
+        leaf = [ref[field * num_blocks + b][-length:] for field in range(_TRAJECTORY_FIELDS)]
+
+        def item(policy_info, leaf=leaf):
+            return trajectory.Trajectory(step_type=leaf[0], observation=leaf[1], action=leaf[2],
+                                         policy_info=policy_info, next_step_type=leaf[3], reward=leaf[4],
+                                         discount=leaf[5])
+
+        if not send_priorities:
+            configs.append(structured_writer.create_config(item(()), table, conditions=[full]))
+            continue
+        for parity in (0, 1):
+            slot = _PRIORITY_SLOTS[parity] * num_blocks + b
+            configs.append(structured_writer.create_config(
+                # The td_error priority function reads the slot from the item's own columns: the item carries it.
+                item({INITIAL_PRIORITY_KEY: ref[slot][-length:]}), table,
+                # Made at step k, the item starts at k - 1: its start parity is (k + 1) % 2.
+                conditions=[full, structured_writer.Condition.step_index() % 2 == (parity + 1) % 2],
+                priority=structured_writer.td_error(1.0, step, lambda flat, slot=slot: flat[slot])))
+    # Never fires; keeps CHUNK_STEPS steps alive per column so chunks may grow that long (see actor/writer.py).
+    configs.append(structured_writer.create_config(
+        [ref[0][-max(CHUNK_STEPS, length):]], table, conditions=[structured_writer.Condition.step_index() < 0]))
+    return configs
+
+
+class BlockStreams:
+    """Writes a batch of N env steps per call as N / E block streams (items of sequence_length steps of E envs).
+
+    Same interface as `actor.writer.TrajectoryStreams`; with specs given, every batch is checked first.
+    """
+
+    def __init__(self, client: reverb.Client, num_envs: int, envs_per_item: int, table: str = REPLAY_TABLE,
+                 observation_spec=None, action_spec=None, sequence_length: int = 2, send_priorities: bool = False):
+        if num_envs % envs_per_item:
+            raise ValueError(f"num_envs {num_envs} is not a multiple of envs_per_item {envs_per_item}")
+        if send_priorities and sequence_length != 2:
+            raise ValueError("actor priorities are for 2-step items (n_step_update 1, no RNN)")
+        self._num_envs = num_envs
+        self._envs_per_item = envs_per_item
+        self._num_blocks = num_envs // envs_per_item
+        self._sequence_length = sequence_length
+        self._send_priorities = send_priorities
+        self._observation_spec = observation_spec
+        self._action_spec = action_spec
+        # Few blocks per writer: Reverb warns on every append once one writer holds ~60 unconfirmed items.
+        self._groups = [range(start, min(start + ENVS_PER_WRITER, self._num_blocks))
+                        for start in range(0, self._num_blocks, ENVS_PER_WRITER)]
+        self._writers = [client.structured_writer(_block_configs(len(group), table, sequence_length, send_priorities))
+                         for group in self._groups]
+        self._no_priorities = np.zeros(self._num_blocks, dtype=np.float32)
+        self._appended = 0
+        self.items_created = 0
+
+    def block_priorities(self, env_priorities: np.ndarray) -> np.ndarray:
+        """One priority per block from one per env: the block's largest (its most surprising transition)."""
+        return np.asarray(env_priorities, dtype=np.float32).reshape(self._num_blocks, self._envs_per_item).max(1)
+
+    def append(self, time_step: ts.TimeStep, action: np.ndarray, next_time_step: ts.TimeStep,
+               priorities: np.ndarray | None = None) -> None:
+        """Appends step t of every env: (time_step[i], action[i]) -> next_time_step[i].
+
+        With send_priorities, `priorities[i]` is the priority of env i's transition that this step completes
+        (from step t - 1 to `time_step`); its block's item gets the block's largest.
+        """
+        check_batch(next_time_step.observation, action, self._num_envs, self._observation_spec, self._action_spec)
+        blocks = (self._num_blocks, self._envs_per_item)
+        columns = [np.asarray(column).reshape(blocks + np.shape(column)[1:])
+                   for column in (time_step.step_type, time_step.observation, action, next_time_step.step_type,
+                                  next_time_step.reward, next_time_step.discount)]
+        if self._send_priorities:
+            if priorities is None or np.shape(priorities) != (self._num_envs,):
+                raise InvalidItem(f"send_priorities needs one priority per env ({self._num_envs}); got "
+                                 f"{None if priorities is None else np.shape(priorities)}")
+            closing = self.block_priorities(priorities)
+            opening = self._no_priorities
+            columns += [opening, closing] if self._appended % 2 == 0 else [closing, opening]
+        self._appended += 1
+        for group, writer in zip(self._groups, self._writers, strict=True):
+            part = slice(group.start, group.stop)
+            writer.append([block for column in columns for block in column[part]])
+        if self._appended >= self._sequence_length:
+            self.items_created += self._num_blocks
+
+    def wait_for_server(self, max_pending_per_stream: int, timeout_ms: int) -> bool:
+        """Backpressure: waits until each block stream holds at most this many unconfirmed items."""
+        return wait_for_writers(self._writers, [max_pending_per_stream * len(group) for group in self._groups],
+                                timeout_ms)
+
+    def flush(self, timeout_ms: int) -> None:
+        """Waits until every created item is confirmed by the server (raises DeadlineExceededError)."""
+        for writer in self._writers:
+            writer.flush(timeout_ms=timeout_ms)
+
+    def close(self, timeout_ms: int = 5000) -> None:
+        """Flushes what it can within one overall deadline (see `close_writers`), then closes the streams."""
+        close_writers(self._writers, timeout_ms)
+        self._writers = []
