@@ -40,6 +40,7 @@ def main() -> None:
 
     from dqn.agent import build_agent
     from dqn.config import LearnerConfig
+    from learner.feed import BatchFeed
     from learner.train import make_dataset
 
     layers = tuple(int(n) for n in args.fc_layer_params.split(","))
@@ -62,12 +63,13 @@ def main() -> None:
                 if streams > items or (pipeline == "streams" and items % streams):
                     continue
                 variant = dataclasses.replace(config, replay_dataset=pipeline, num_parallel_calls=streams)
-                feed = iter(make_dataset(variant, bundle))
+                # The learner's own input path: the dataset iterated on its feed thread (learner/feed.py).
+                feed = BatchFeed(lambda variant=variant, bundle=bundle: make_dataset(variant, bundle))
                 name = (f"tf.function train, fed by {pipeline} ({streams} stream{'s' if streams > 1 else ''}), "
                         f"{envs} env{'s' if envs > 1 else ''}/item")
-                results[name] = rate(lambda feed=feed, train=train: train(next(feed)[0]), args.seconds)
+                results[name] = rate(lambda feed=feed, train=train: train(feed.get(60)[0]), args.seconds)
                 fed_names.append(name)
-                del feed
+                feed.close()
     width = max(map(len, results))
     for name, value in results.items():
         print(f"{name:<{width}}  {value:8.1f} SGD steps/s")

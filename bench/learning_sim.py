@@ -8,7 +8,8 @@ every publish interval) and the evaluator's test (greedy average >= 475 over 10 
 the same 10 start states each time, as the evaluator does; `--fresh-eval-seeds` draws new ones per evaluation).
 Replay is an in-memory FIFO ring of the same items (sequence_length steps of one env, by the writer's rules: never
 across an episode boundary, except n-step windows, which may run past an episode end and are closed by the
-learner's `close_episode_ends`), sampled uniformly.
+learner's `close_episode_ends`), sampled uniformly; with envs_per_item > 1 (the default) as blocks of E envs'
+windows at one time, every window included, as the block writer stores them.
 
 It measures train steps to solve, not seconds: multiply by the service's SGD steps/s (learner log) for wall time.
 
@@ -42,8 +43,9 @@ class StepRing:
     """
 
     def __init__(self, capacity: int, num_envs: int, observation_shape: tuple, length: int,
-                 run_past_episode_end: bool, rng: np.random.Generator):
+                 run_past_episode_end: bool, rng: np.random.Generator, envs_per_item: int = 1):
         rows = max(capacity // num_envs, length + 2)
+        self._envs_per_item = envs_per_item
         self._rows, self._num_envs, self._length, self._rng = rows, num_envs, length, rng
         self._run_past_episode_end = run_past_episode_end
         self._step_type = np.zeros((rows, num_envs), np.int32)
@@ -66,7 +68,17 @@ class StepRing:
         self._filled = min(self._filled + 1, self._rows)
 
     def sample(self, batch_size: int) -> trajectory.Trajectory:
-        """`batch_size` items, uniformly over all valid (start row, env) pairs."""
+        """`batch_size` items, uniformly over all valid (start row, env) pairs.
+
+        With block items (envs_per_item E > 1): batch_size / E (start row, block of E envs) pairs, every window
+        included, as the actors' block writer stores them (the agent masks those starting on a boundary).
+        """
+        if self._envs_per_item > 1:
+            envs_per_item, count = self._envs_per_item, batch_size // self._envs_per_item
+            start = (self._head - self._rng.integers(self._length, self._filled + 1, size=count)) % self._rows
+            block = self._rng.integers(0, self._num_envs // envs_per_item, size=count)
+            return self._gather(np.repeat(start, envs_per_item),
+                                (block[:, None] * envs_per_item + np.arange(envs_per_item)).ravel())
         starts, envs = [], []
         needed = batch_size
         checked_rows = 1 if self._run_past_episode_end else self._length - 1  # rows that may not be a boundary
@@ -80,8 +92,11 @@ class StepRing:
             starts.append(start[valid][:needed])
             envs.append(env[valid][:needed])
             needed -= min(needed, int(valid.sum()))
-        rows = (np.concatenate(starts)[:, None] + np.arange(self._length)[None]) % self._rows
-        cols = np.broadcast_to(np.concatenate(envs)[:, None], rows.shape)
+        return self._gather(np.concatenate(starts), np.concatenate(envs))
+
+    def _gather(self, starts: np.ndarray, envs: np.ndarray) -> trajectory.Trajectory:
+        rows = (starts[:, None] + np.arange(self._length)[None]) % self._rows
+        cols = np.broadcast_to(envs[:, None], rows.shape)
         fields = [array[rows, cols].copy() for array in (self._step_type, self._next_step_type, self._observation,
                                                            self._action, self._reward, self._discount)]
         step_type, next_step_type, observation, action, reward, discount = fields
@@ -117,7 +132,7 @@ def run_seed(seed: int, args: argparse.Namespace) -> dict:
     greedy = batched_actions(learner.agent.policy, config.eval_episodes)
     run_past_episode_end = config.items_run_past_episode_end() and not args.observer_windows
     ring = StepRing(config.replay_max_size, num_envs, env.observation_spec().shape, config.sequence_length(),
-                    run_past_episode_end, rng)
+                    run_past_episode_end, rng, config.item_envs())
     env_steps_per_train_step = (config.batch_size / config.samples_per_insert if config.samples_per_insert
                                 else num_envs)
     if run_past_episode_end:  # what the learner's dataset does to these windows

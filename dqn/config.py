@@ -214,13 +214,14 @@ class LearnerConfig(CommonConfig):
                    "share in C++) or as_dataset (the book's ReverbReplayBuffer.as_dataset); see README Performance",
         choices=("streams", "as_dataset"))
     num_parallel_calls: int = setting(
-        1, "parallel Reverb sample streams (the book: 3); with replay_dataset streams it must divide the items "
-           "per batch. 1: with block items a second stream gained nothing; with envs_per_item 1 two streams "
-           "trained 1.4x faster (bench/learner_throughput.py)", ge=1)
+        0, "parallel Reverb sample streams; with replay_dataset streams it must divide the items per batch. 0 = auto: "
+           "1 with block items (a second stream gained nothing), 2 with envs_per_item 1 (1.4x the SGD steps/s of "
+           "one, bench/learner_throughput.py), 3 with as_dataset (the book's)", ge=0)
     prefetch: int = setting(3, "batches prefetched ahead of the train step (the book: 3)", ge=0)
     train_steps_per_call: int = setting(1, "SGD steps per tf.function call; each call samples batch_size * this",
                                         ge=1)
-    max_train_steps: int = setting(30_000, "stop after this many train steps", ge=1)
+    max_train_steps: int = setting(
+        100_000, "stop after this many train steps (~7 min at the service's ~230 SGD steps/s on 2 cores)", ge=1)
     publish_interval: int = setting(50, "train steps between weight publications to the variables table", ge=1)
     checkpoint_interval: int = setting(1000, "train steps between learner checkpoints", ge=1)
     export_interval: int = setting(5000, "train steps between greedy-policy SavedModel exports; 0 = never", ge=0)
@@ -236,9 +237,10 @@ class LearnerConfig(CommonConfig):
         """The parallel sample streams must fit (as_dataset) or divide (streams) the sampled batch."""
         super().check()
         total = self.batch_size * self.train_steps_per_call
-        if self.num_parallel_calls > total:
+        calls = self.parallel_calls()
+        if calls > total:
             raise ConfigError("num_parallel_calls", f"must be <= batch_size * train_steps_per_call ({total})")
-        if self.replay_dataset == "streams" and total % self.num_parallel_calls:
+        if self.replay_dataset == "streams" and total % calls:
             raise ConfigError("num_parallel_calls", f"must divide batch_size * train_steps_per_call ({total}) with "
                                                     "replay_dataset streams (each stream samples an equal share): "
                                                     "set it to 1, or pick a batch size it divides")
@@ -246,9 +248,18 @@ class LearnerConfig(CommonConfig):
         if total % envs:
             raise ConfigError("envs_per_item", f"must divide batch_size * train_steps_per_call ({total}): batches "
                                                f"are whole items of {envs} transitions; got {envs}")
-        if self.replay_dataset == "streams" and (total // envs) % self.num_parallel_calls:
+        if self.replay_dataset == "streams" and (total // envs) % calls:
             raise ConfigError("num_parallel_calls", f"must divide the items per sampled batch ({total // envs} "
                                                     f"items of {envs} transitions) with replay_dataset streams")
+
+    def parallel_calls(self) -> int:
+        """num_parallel_calls with auto (0) resolved for the input pipeline and replay layout."""
+        if self.num_parallel_calls:
+            return self.num_parallel_calls
+        items = max(1, self.batch_size * self.train_steps_per_call // self.item_envs())
+        if self.replay_dataset == "as_dataset":
+            return min(3, items)
+        return 2 if self.item_envs() == 1 and items % 2 == 0 else 1
 
 
 @dataclasses.dataclass(frozen=True)

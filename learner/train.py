@@ -69,13 +69,13 @@ def _book_dataset(config: LearnerConfig, bundle: AgentBundle) -> tf.data.Dataset
         server_address=config.replay_address, rate_limiter_timeout_ms=int(config.no_data_timeout_s * 1000))
     items = config.batch_size * config.train_steps_per_call // bundle.envs_per_item
     dataset = buffer.as_dataset(sample_batch_size=items,
-                                num_steps=config.sequence_length(), num_parallel_calls=config.num_parallel_calls)
+                                num_steps=config.sequence_length(), num_parallel_calls=config.parallel_calls())
     # TF-Agents repeats each item's info along its steps; one value per item is what the learner uses.
     return dataset.map(lambda experience, info: (experience, tf.nest.map_structure(lambda t: t[:, 0], info)))
 
 
 def _reverb_streams(config: LearnerConfig, bundle: AgentBundle) -> tf.data.Dataset:
-    """`num_parallel_calls` Reverb TrajectoryDatasets, each batching its share of the batch in C++.
+    """`parallel_calls()` Reverb TrajectoryDatasets, each batching its share of the batch in C++.
 
     Per item this costs no tf.data map or interleave step, unlike `as_dataset` (bench/learner_throughput.py).
     """
@@ -84,7 +84,7 @@ def _reverb_streams(config: LearnerConfig, bundle: AgentBundle) -> tf.data.Datas
     shapes = tf.nest.map_structure(lambda s: tf.TensorShape([length]).concatenate(s.shape), spec)
     dtypes = tf.nest.map_structure(lambda s: s.dtype, spec)
     total = config.batch_size * config.train_steps_per_call // bundle.envs_per_item  # items per batch
-    streams = config.num_parallel_calls
+    streams = config.parallel_calls()
     share = total // streams
 
     def stream(_) -> tf.data.Dataset:
