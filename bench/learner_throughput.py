@@ -40,8 +40,8 @@ def main() -> None:
 
     from dqn.agent import build_agent
     from dqn.config import LearnerConfig
-    from learner.feed import BatchFeed
-    from learner.train import make_dataset
+    from learner.feed import StagedBatches
+    from learner.train import StagedTrainer, make_dataset, make_train_fn
 
     layers = tuple(int(n) for n in args.fc_layer_params.split(","))
     results: dict[str, float] = {}
@@ -53,6 +53,7 @@ def main() -> None:
                                    envs_per_item=envs)
             bundle = build_agent(config)
             train = common.function(bundle.agent.train)
+            learner_train = make_train_fn(bundle, args.batch_size, 1)  # what the learner runs per staged batch
             if fixed_name not in results:
                 fixed, _ = next(iter(make_dataset(config, bundle)))
                 eager = bundle.agent.train
@@ -63,11 +64,18 @@ def main() -> None:
                 if streams > items or (pipeline == "streams" and items % streams):
                     continue
                 variant = dataclasses.replace(config, replay_dataset=pipeline, num_parallel_calls=streams)
-                # The learner's own input path: the dataset iterated on its feed thread (learner/feed.py).
-                feed = BatchFeed(lambda variant=variant, bundle=bundle: make_dataset(variant, bundle))
+                # The learner's own input path: batches staged in variables by its feed thread (learner/feed.py).
+                feed = StagedBatches(lambda variant=variant, bundle=bundle: make_dataset(variant, bundle))
+                trainer = StagedTrainer(learner_train, feed.slots)
+
+                def fed_step(feed=feed, trainer=trainer):
+                    index = feed.get(60)
+                    trainer.train(index)
+                    feed.release(index)
+
                 name = (f"tf.function train, fed by {pipeline} ({streams} stream{'s' if streams > 1 else ''}), "
                         f"{envs} env{'s' if envs > 1 else ''}/item")
-                results[name] = rate(lambda feed=feed, train=train: train(feed.get(60)[0]), args.seconds)
+                results[name] = rate(fed_step, args.seconds)
                 fed_names.append(name)
                 feed.close()
     width = max(map(len, results))

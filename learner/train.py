@@ -29,7 +29,7 @@ from dqn.progress import write_progress
 from dqn.replay import REPLAY_TABLE, check_table_matches, wait_for_server
 from dqn.runtime import StopSignal, release_free_heap
 from dqn.weights import WeightsPublisher
-from learner.feed import BatchFeed
+from learner.feed import StagedBatches
 from learner.priorities import PriorityUpdater, importance_beta, importance_weights, item_td_errors
 from learner.stats import ReplayRates
 
@@ -136,6 +136,43 @@ def make_train_fn(bundle: AgentBundle, batch_size: int, steps_per_call: int):
     return train_many
 
 
+class StagedTrainer:
+    """The train step on a staged slot, read in-graph; the last loss stays in a variable (see learner/feed.py)."""
+
+    def __init__(self, train_fn, slots: list):
+        self.loss = tf.Variable(0.0, trainable=False, name="last_loss")
+        self._plain = [self._graph(train_fn, slot, weighted=False) for slot in slots]
+        self._weighted = [self._graph(train_fn, slot, weighted=True) for slot in slots]
+
+    def _graph(self, train_fn, slot, weighted: bool):
+        def read_experience():
+            return tf.nest.map_structure(lambda variable: variable.read_value(), slot[0])
+
+        if not weighted:
+            @tf.function(autograph=False)
+            def train():
+                loss, _ = train_fn(read_experience(), None)
+                self.loss.assign(loss)
+
+            return train
+
+        @tf.function(autograph=False)
+        def train_weighted(weights):
+            loss, td_errors = train_fn(read_experience(), weights)
+            self.loss.assign(loss)
+            return td_errors
+
+        return train_weighted
+
+    def train(self, index: int) -> None:
+        """SGD step(s) on slot `index`; returns nothing, so no tensor reaches Python."""
+        self._plain[index]()
+
+    def train_weighted(self, index: int, weights: np.ndarray) -> tf.Tensor:
+        """SGD step(s) on slot `index` with importance weights; returns the TD errors (prioritized replay)."""
+        return self._weighted[index](weights)
+
+
 def crossed(before: int, after: int, interval: int) -> bool:
     """True if a multiple of `interval` lies in (before, after] (steps advance by train_steps_per_call)."""
     return after // interval > before // interval
@@ -205,15 +242,16 @@ class Learner:
                  config.replay_address)
         health.set(True)
         rates = ReplayRates(client, config.rpc_timeout_s, transitions_per_item=self.bundle.envs_per_item)
-        feed = BatchFeed(lambda: make_dataset(config, self.bundle))
+        feed = StagedBatches(lambda: make_dataset(config, self.bundle))
+        trainer = StagedTrainer(self.train, feed.slots)
         if config.prioritized_replay:
             self.priorities = PriorityUpdater(config.replay_address, REPLAY_TABLE, config.rpc_timeout_s)
         last_time, last_step = time.monotonic(), self.step
         last_warning = 0.0
         step = self.step  # tracked locally: each train call advances the counter by exactly train_steps_per_call
         while step < config.max_train_steps and not stop.requested:
-            sample = feed.get(timeout_s=1.0)
-            if sample is None:
+            index = feed.get(timeout_s=1.0)
+            if index is None:
                 waited = time.monotonic() - feed.idle_since
                 if waited >= config.no_data_timeout_s and time.monotonic() - last_warning >= config.no_data_timeout_s:
                     last_warning = time.monotonic()
@@ -224,15 +262,15 @@ class Learner:
                     write_progress(self.summary_dir, train_step=step, sgd_steps_per_sec=0.0,
                                    status=f"no new data for {waited:.0f} s")
                 continue
-            experience, sample_info = sample
+            experience, sample_info = feed.slots[index]
             before = step
             if self.priorities is None:
-                loss, _ = self.train(experience, None)
+                trainer.train(index)
             else:
                 envs = self.bundle.envs_per_item
                 weights = importance_weights(sample_info.probability.numpy(), sample_info.table_size.numpy(),
                                              importance_beta(config, step))
-                loss, td_errors = self.train(experience, np.repeat(weights, envs))  # one weight per transition
+                td_errors = trainer.train_weighted(index, np.repeat(weights, envs))  # one weight per transition
                 self.priorities.submit(sample_info.key.numpy(), item_td_errors(td_errors.numpy(), envs))
             step = before + config.train_steps_per_call
             if crossed(before, step, config.publish_interval):
@@ -248,11 +286,12 @@ class Learner:
                 sgd_rate = (step - last_step) / max(now - last_time, 1e-9)
                 last_time, last_step = now, step
                 replay = rates.measure()
-                self.write_summaries(experience, loss, sgd_rate, replay, publisher)
+                self.write_summaries(experience, trainer.loss, sgd_rate, replay, publisher)
                 stalled = replay.get("seconds_since_insert", 0.0)
                 if stalled >= config.no_data_timeout_s and time.monotonic() - last_warning >= config.no_data_timeout_s:
                     last_warning = time.monotonic()
                     log.warning("no new data inserted for %.0f s (actors stopped?); training on stored data", stalled)
+            feed.release(index)  # after the summaries, which read the slot's experience
         log.info("stopping at train step %d (%s)", self.step, stop.signal_name or "max_train_steps reached")
         feed.close()
         if self.priorities is not None:
