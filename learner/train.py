@@ -31,7 +31,7 @@ from dqn.runtime import StopSignal, release_free_heap
 from dqn.weights import WeightsPublisher
 from learner.feed import StagedBatches
 from learner.priorities import PriorityUpdater, importance_beta, importance_weights, item_td_errors
-from learner.stats import ReplayRates
+from learner.stats import GraphScalars, ReplayRates
 
 log = logging.getLogger("learner")
 
@@ -209,6 +209,8 @@ class Learner:
         self.checkpointer.initialize_or_restore()
         self.train = make_train_fn(self.bundle, config.batch_size, config.train_steps_per_call)
         self.writer = tf.summary.create_file_writer(self.summary_dir)
+        self.scalars = GraphScalars(self.writer)
+        self.mean_q = self._make_mean_q()
         self.priorities: PriorityUpdater | None = None
         self.policy_saver: policy_saver.PolicySaver | None = None  # made at the first export, then reused
 
@@ -310,28 +312,39 @@ class Learner:
     def write_summaries(self, experience, loss, sgd_rate: float, replay: dict, publisher) -> None:
         """losses/*, charts/*, replay/* scalars and the progress file for the launcher."""
         step = self.step
-        network, first = self.bundle.agent._q_network, slice(0, self.config.batch_size)
-        state = network.get_initial_state(self.config.batch_size) if network.state_spec else ()
-        q_values, _ = network(experience.observation[first, 0], step_type=experience.step_type[first, 0],
-                              network_state=state, training=False)
         if replay.get("inserts_per_sec"):
             # Uniform sampling from a FIFO buffer: sampled data is on average half a buffer old.
             replay["mean_data_age_train_steps"] = replay["size"] / 2 / replay["inserts_per_sec"] * sgd_rate
-        with self.writer.as_default(step=step):
-            tf.summary.scalar("losses/td_loss", loss)
-            tf.summary.scalar("charts/mean_q", tf.reduce_mean(tf.reduce_max(q_values, axis=-1)))
-            tf.summary.scalar("charts/sgd_steps_per_sec", sgd_rate)
-            tf.summary.scalar("charts/epsilon_schedule", epsilon_at(self.config, step))
-            tf.summary.scalar("charts/publish_lag", step - max(publisher.published_step, 0))
-            for key, value in replay.items():
-                tf.summary.scalar(f"replay/{key}", value)
-            if self.priorities is not None:
-                tf.summary.scalar("replay/importance_beta", importance_beta(self.config, step))
-                tf.summary.scalar("replay/priority_updates_sent", self.priorities.sent)
-                tf.summary.scalar("replay/priority_updates_dropped", self.priorities.dropped)
-                tf.summary.scalar("replay/priority_updates_failed", self.priorities.failed)
-        write_progress(self.summary_dir, train_step=step, sgd_steps_per_sec=sgd_rate, loss=float(loss),
+        loss_value = float(loss.numpy())
+        scalars = {
+            "losses/td_loss": loss_value,
+            "charts/mean_q": float(self.mean_q(experience.observation, experience.step_type).numpy()),
+            "charts/sgd_steps_per_sec": sgd_rate,
+            "charts/epsilon_schedule": epsilon_at(self.config, step),
+            "charts/publish_lag": step - max(publisher.published_step, 0),
+            **{f"replay/{key}": value for key, value in replay.items()},
+        }
+        if self.priorities is not None:
+            scalars.update({"replay/importance_beta": importance_beta(self.config, step),
+                            "replay/priority_updates_sent": self.priorities.sent,
+                            "replay/priority_updates_dropped": self.priorities.dropped,
+                            "replay/priority_updates_failed": self.priorities.failed})
+        self.scalars.write(step, scalars)
+        write_progress(self.summary_dir, train_step=step, sgd_steps_per_sec=sgd_rate, loss=loss_value,
                        replay_size=replay.get("size", 0))
+
+    def _make_mean_q(self):
+        """Mean over the first batch rows of max_a Q(s_0, a), in one graph call (see GraphScalars for why)."""
+        network, batch = self.bundle.agent._q_network, self.config.batch_size
+
+        @tf.function(autograph=False)
+        def mean_q(observation, step_type):
+            state = network.get_initial_state(batch) if network.state_spec else ()
+            q_values, _ = network(observation[:batch, 0], step_type=step_type[:batch, 0], network_state=state,
+                                  training=False)
+            return tf.reduce_mean(tf.reduce_max(q_values, axis=-1))
+
+        return mean_q
 
 
 def run(config: LearnerConfig) -> int:

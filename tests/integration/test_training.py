@@ -6,6 +6,7 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import psutil
 import pytest
 import reverb
@@ -37,6 +38,20 @@ def start_roles(spawn, server, root, num_actors=2, learner=True, learner_flags=(
     roles["evaluator"] = spawn("evaluator", *common, "--eval-interval", "50", "--eval-episodes", "3",
                                "--poll-interval-s", "0.5", name="evaluator")
     return roles
+
+
+def read_scalars(directory):
+    """{tag: [(step, value), ...]} from the TensorBoard event files in `directory`."""
+    import tensorflow as tf
+    from tensorflow.core.util import event_pb2
+
+    scalars = {}
+    for path in sorted(directory.glob("events.out.tfevents.*")):
+        for record in tf.data.TFRecordDataset(str(path)):
+            event = event_pb2.Event.FromString(record.numpy())
+            for value in event.summary.value:
+                scalars.setdefault(value.tag, []).append((event.step, float(tf.make_ndarray(value.tensor))))
+    return scalars
 
 
 def progress(root, name):
@@ -74,6 +89,16 @@ def test_actors_insert_learner_trains_publishes_evaluator_reports(spawn, replay_
                    f"actor-{i} to use the final weights of step {final_step}")
     published = fetch_weights(server.address, 30.0)
     assert published is not None and published.train_step == final_step
+    # TensorBoard: the learner's documented scalars, written in one graph call per summary (learner/stats.py).
+    scalars = read_scalars(root / "learner")
+    for tag in ("losses/td_loss", "charts/mean_q", "charts/sgd_steps_per_sec", "charts/epsilon_schedule",
+                "charts/publish_lag", "replay/size", "replay/inserts_per_sec", "replay/samples_per_insert"):
+        assert tag in scalars, sorted(scalars)
+    steps = [step for step, _ in scalars["losses/td_loss"]]
+    assert steps == sorted(steps) and len(steps) >= 3 and steps[-1] >= 75
+    assert all(np.isfinite(value) and value >= 0 for _, value in scalars["losses/td_loss"])
+    assert 0 < scalars["replay/size"][-1][1] <= 100_000
+    assert all(0.1 <= value <= 1.0 for _, value in scalars["charts/epsilon_schedule"])
     from learner.train import Learner
 
     restored = Learner(LearnerConfig(root_dir=str(root), replay_address=server.address, fc_layer_params=(32,)))
