@@ -80,7 +80,7 @@ def aggregate_rate(num_actors: int, seconds: float, num_envs: int | None) -> tup
     from dqn.weights import publish_weights
 
     root = tempfile.mkdtemp(prefix="bench-scaling-")
-    with replay_server("--replay-max-size", "1000000", "--replay-min-size", "1") as (address, server_pid), \
+    with replay_server("--replay-max-size", "1000000", "--replay-min-size", "16") as (address, server_pid), \
             PeakRss() as rss:
         rss.watch("replay server", server_pid)
         client = reverb.Client(address)
