@@ -1,4 +1,4 @@
-"""The actor process: N parallel envs, batched epsilon-greedy inference, 2-step (or n + 1-step) items per env stream.
+"""The actor process: N parallel envs, batched epsilon-greedy inference, 2-step (or n + 1-step) items per env block.
 
 Loop: random warm-up steps, then the agent's collect policy on the whole batch of envs in one
 `tf.function` call per step; weights are swapped in from the `WeightsPuller` without ever blocking.

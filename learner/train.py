@@ -1,8 +1,9 @@
 """The learner process: Reverb samples -> DqnAgent.train, plus publishing and checkpoints.
 
 The book's input is `ReverbReplayBuffer(...).as_dataset(sample_batch_size=64, num_steps=2, num_parallel_calls=3)
-.prefetch(3)`; it stays selectable (`--replay-dataset as_dataset`). The default feeds the same [batch, 2, ...] items
-from a couple of Reverb streams that batch in C++, ~3x less learner CPU per item (bench/learner_throughput.py).
+.prefetch(3)`; it stays selectable (`--replay-dataset as_dataset`). The default reads Reverb streams that batch in
+C++, ~3x less learner CPU per item, and items that each hold a block of envs (actor/block_writer.py), unblocked
+into the same [batch, 2, ...] rows; batches reach the train step through variables (learner/feed.py).
 Weights + train step go to the `variables` table at start and every `publish_interval` steps;
 checkpoints every `checkpoint_interval` steps and on SIGTERM (restored on start).
 """
