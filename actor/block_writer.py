@@ -18,10 +18,16 @@ import numpy as np
 import reverb
 from reverb import structured_writer
 from tf_agents.trajectories import time_step as ts
-from tf_agents.trajectories import trajectory
 
-from actor.writer import CHUNK_STEPS, ENVS_PER_WRITER, InvalidItem, check_batch, close_writers, wait_for_writers
-from dqn.agent import INITIAL_PRIORITY_KEY
+from actor.writer import (
+    ENVS_PER_WRITER,
+    InvalidItem,
+    check_batch,
+    chunk_keeper_config,
+    close_writers,
+    item_configs,
+    wait_for_writers,
+)
 from dqn.replay import REPLAY_TABLE
 
 _TRAJECTORY_FIELDS = 6
@@ -33,9 +39,8 @@ def _block_configs(num_blocks: int, table: str, length: int, send_priorities: bo
 
     Block b's item is the last `length` steps of its six Trajectory columns, made on every step once
     `length` steps exist. With `send_priorities` (2-step items only) two scalar slots per block carry the
-    item's priority to Reverb's td_error priority function, alternating by the item's start parity exactly
-    as actor/writer.py explains: 0 at an item's first step, its priority at the second. The item carries its
-    slot as policy_info["initial_priority"] ([L], one value per step for the whole block).
+    item's priority (actor.writer.item_configs explains the alternation); the item carries its slot as
+    policy_info["initial_priority"] ([L], one value per step for the whole block).
     """
     fields = _TRAJECTORY_FIELDS + (len(_PRIORITY_SLOTS) if send_priorities else 0)
     step = [None] * (fields * num_blocks)
@@ -43,28 +48,9 @@ def _block_configs(num_blocks: int, table: str, length: int, send_priorities: bo
     full = structured_writer.Condition.step_index() >= length - 1
     configs = []
     for b in range(num_blocks):
-        leaf = [ref[field * num_blocks + b][-length:] for field in range(_TRAJECTORY_FIELDS)]
-
-        def item(policy_info, leaf=leaf):
-            return trajectory.Trajectory(step_type=leaf[0], observation=leaf[1], action=leaf[2],
-                                         policy_info=policy_info, next_step_type=leaf[3], reward=leaf[4],
-                                         discount=leaf[5])
-
-        if not send_priorities:
-            configs.append(structured_writer.create_config(item(()), table, conditions=[full]))
-            continue
-        for parity in (0, 1):
-            slot = _PRIORITY_SLOTS[parity] * num_blocks + b
-            configs.append(structured_writer.create_config(
-                # The td_error priority function reads the slot from the item's own columns: the item carries it.
-                item({INITIAL_PRIORITY_KEY: ref[slot][-length:]}), table,
-                # Made at step k, the item starts at k - 1: its start parity is (k + 1) % 2.
-                conditions=[full, structured_writer.Condition.step_index() % 2 == (parity + 1) % 2],
-                priority=structured_writer.td_error(1.0, step, lambda flat, slot=slot: flat[slot])))
-    # Never fires; keeps CHUNK_STEPS steps alive per column so chunks may grow that long (see actor/writer.py).
-    configs.append(structured_writer.create_config(
-        [ref[0][-max(CHUNK_STEPS, length):]], table, conditions=[structured_writer.Condition.step_index() < 0]))
-    return configs
+        slots = [slot * num_blocks + b for slot in _PRIORITY_SLOTS] if send_priorities else None
+        configs += item_configs(step, ref, lambda field, b=b: field * num_blocks + b, table, length, full, slots)
+    return [*configs, chunk_keeper_config(ref, table, length)]
 
 
 class BlockStreams:

@@ -46,11 +46,7 @@ def _stream_configs(num_envs: int, table: str, priority: float, length: int, sen
     """StructuredWriter configs for `num_envs` streams in one flat step.
 
     Env i's item is its last `length` steps, made when the step's make-item column (computed per env in
-    `TrajectoryStreams.append`) is 1. With `send_priorities` (2-step items only) the item's priority is the
-    actor's, through Reverb's td_error priority function, which takes the max of a column over the item's
-    steps. Adjacent items share a step, so one column cannot hold a value per item: items starting on even
-    steps read slot 0 and items starting on odd steps slot 1. Each slot is 0 at an item's first step and the
-    item's priority at its second, so the max is exactly that priority.
+    `TrajectoryStreams.append`) is 1; with `send_priorities` it carries the actor's priority (`item_configs`).
     """
     fields = len(_PRIORITY_SLOTS) + _MAKE_ITEM + 1 if send_priorities else _MAKE_ITEM + 1
     step = [None] * (fields * num_envs)
@@ -58,31 +54,49 @@ def _stream_configs(num_envs: int, table: str, priority: float, length: int, sen
     make_item = structured_writer.Condition.data(step)
     configs = []
     for i in range(num_envs):
-        leaf = [ref[field * num_envs + i][-length:] for field in range(_TRAJECTORY_FIELDS)]
+        slots = [slot * num_envs + i for slot in _PRIORITY_SLOTS] if send_priorities else None
+        configs += item_configs(step, ref, lambda field, i=i: field * num_envs + i, table, length,
+                                make_item[_MAKE_ITEM * num_envs + i] == 1, slots, priority)
+    return [*configs, chunk_keeper_config(ref, table, length)]
 
-        def item(policy_info, leaf=leaf):
-            return trajectory.Trajectory(step_type=leaf[0], observation=leaf[1], action=leaf[2],
-                                         policy_info=policy_info, next_step_type=leaf[3], reward=leaf[4],
-                                         discount=leaf[5])
 
-        made = make_item[_MAKE_ITEM * num_envs + i] == 1
-        if not send_priorities:
-            configs.append(structured_writer.create_config(
-                item(()), table, conditions=[made], priority=structured_writer.constant_priority_fn(priority)))
-            continue
-        for parity in (0, 1):
-            slot = _PRIORITY_SLOTS[parity] * num_envs + i
-            configs.append(structured_writer.create_config(
-                item({INITIAL_PRIORITY_KEY: ref[slot][-length:]}), table,
-                # Made at step k, the item starts at k - 1: its start parity is (k + 1) % 2.
-                conditions=[made, structured_writer.Condition.step_index() % 2 == (parity + 1) % 2],
-                # max_priority_weight 1: the priority is the slot's max over the item's two steps.
-                priority=structured_writer.td_error(1.0, step, lambda flat, slot=slot: flat[slot])))
-    # A pattern that never fires (step_index < 0), only so the writer keeps CHUNK_STEPS steps alive per column
-    # and may build chunks that long; the backpressure flush still finalizes chunks early when it must.
-    configs.append(structured_writer.create_config(
-        [ref[0][-max(CHUNK_STEPS, length):]], table, conditions=[structured_writer.Condition.step_index() < 0]))
-    return configs
+def item_configs(step: list, ref, column, table: str, length: int, made, slots: list[int] | None = None,
+                 priority: float = 1.0) -> list:
+    """Configs that make one stream's item, a Trajectory of its last `length` steps, whenever `made` holds.
+
+    `column(field)` is the flat position of the stream's Trajectory field. Without `slots` the item enters at
+    the constant `priority`. With two slot positions (2-step items only) it enters at the actor's priority,
+    through Reverb's td_error priority function, which takes the max of a column over the item's steps. Adjacent
+    items share a step, so one column cannot hold a value per item: items starting on even steps read slot 0
+    and items starting on odd steps slot 1. Each slot is 0 at an item's first step and the item's priority at
+    its second, so the max is exactly that priority. The item carries its slot as policy_info (the function
+    reads the item's own columns).
+    """
+    leaf = [ref[column(field)][-length:] for field in range(_TRAJECTORY_FIELDS)]
+
+    def item(policy_info):
+        return trajectory.Trajectory(step_type=leaf[0], observation=leaf[1], action=leaf[2], policy_info=policy_info,
+                                     next_step_type=leaf[3], reward=leaf[4], discount=leaf[5])
+
+    if slots is None:
+        return [structured_writer.create_config(item(()), table, conditions=[made],
+                                                priority=structured_writer.constant_priority_fn(priority))]
+    return [structured_writer.create_config(
+        item({INITIAL_PRIORITY_KEY: ref[slot][-length:]}), table,
+        # Made at step k, the item starts at k - 1: its start parity is (k + 1) % 2.
+        conditions=[made, structured_writer.Condition.step_index() % 2 == (parity + 1) % 2],
+        # max_priority_weight 1: the priority is the slot's max over the item's two steps.
+        priority=structured_writer.td_error(1.0, step, lambda flat, slot=slot: flat[slot]))
+        for parity, slot in enumerate(slots)]
+
+
+def chunk_keeper_config(ref, table: str, length: int):
+    """A pattern that never fires (step_index < 0), only to keep CHUNK_STEPS steps alive per column.
+
+    The writer may then build chunks that long; the backpressure flush still finalizes chunks early when it must.
+    """
+    return structured_writer.create_config(
+        [ref[0][-max(CHUNK_STEPS, length):]], table, conditions=[structured_writer.Condition.step_index() < 0])
 
 
 def check_batch(observation: np.ndarray, action: np.ndarray, num_envs: int, observation_spec, action_spec) -> None:

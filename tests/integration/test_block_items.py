@@ -10,8 +10,7 @@ from tf_agents.trajectories import time_step as ts
 
 from actor.block_writer import BlockStreams
 from actor.writer import ENVS_PER_WRITER, TrajectoryStreams
-from dqn.envs import GymnasiumVectorEnvironment
-from tests.integration.test_writer_equivalence import read_all_items
+from tests.integration.test_writer_equivalence import collect_steps, read_all_items
 
 pytestmark = pytest.mark.integration
 
@@ -19,17 +18,9 @@ ENVS_PER_ITEM = 3
 NUM_ENVS = ENVS_PER_ITEM * (ENVS_PER_WRITER + 2)  # ten blocks: two writers, the second partial
 
 
-def collect(num_steps, seed, max_episode_steps=9):
-    """Random-policy batched steps with short episodes (terminations and truncations)."""
-    env = GymnasiumVectorEnvironment("CartPole-v1", NUM_ENVS, seed=seed, max_episode_steps=max_episode_steps)
-    rng = np.random.default_rng(seed)
-    steps, time_step = [], env.reset()
-    for _ in range(num_steps):
-        action = rng.integers(0, 2, size=NUM_ENVS).astype(np.int64)
-        next_time_step = env.step(action)
-        steps.append((time_step, action, next_time_step))
-        time_step = next_time_step
-    return steps
+def collect(num_steps, seed):
+    """Random-policy batched steps of NUM_ENVS envs with short episodes (terminations and truncations)."""
+    return collect_steps(num_steps, max_episode_steps=9, num_envs=NUM_ENVS, seed=seed, action_seed=seed)
 
 
 def rows(leaves):

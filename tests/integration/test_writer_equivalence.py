@@ -26,13 +26,13 @@ def read_all_items(client, table):
     return items
 
 
-def collect_steps(num_steps, max_episode_steps):
+def collect_steps(num_steps, max_episode_steps, num_envs=NUM_ENVS, seed=11, action_seed=5):
     """Batched (time_step, action, next_time_step) triples with short episodes: terminations and truncations."""
-    env = GymnasiumVectorEnvironment("CartPole-v1", NUM_ENVS, seed=11, max_episode_steps=max_episode_steps)
-    rng = np.random.default_rng(5)
+    env = GymnasiumVectorEnvironment("CartPole-v1", num_envs, seed=seed, max_episode_steps=max_episode_steps)
+    rng = np.random.default_rng(action_seed)
     steps, time_step = [], env.reset()
     for _ in range(num_steps):
-        action = rng.integers(0, 2, size=NUM_ENVS).astype(np.int64)
+        action = rng.integers(0, 2, size=num_envs).astype(np.int64)
         next_time_step = env.step(action)
         steps.append((time_step, action, next_time_step))
         time_step = next_time_step
