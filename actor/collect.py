@@ -22,7 +22,7 @@ from dqn.health import start_health
 from dqn.progress import EpisodeStats, write_progress
 from dqn.replay import check_table_matches, wait_for_server
 from dqn.runtime import StopSignal
-from dqn.weights import WeightsPuller
+from dqn.weights import FlatWeights, WeightsPuller
 
 log = logging.getLogger("actor")
 
@@ -69,6 +69,7 @@ class Actor:
             self.act_and_q = batched_actions_and_q_values(self.bundle.agent.collect_policy, self.bundle.q_network)
             self.td_priorities = ActorTdPriorities(config.num_envs, config.gamma)
         self.puller = WeightsPuller(config.replay_address, config.rpc_timeout_s)
+        self.policy_weights = FlatWeights(self.bundle.policy_variables)
         self.summary_dir = config.path(f"actor-{config.actor_id}")
         self.writer = tf.summary.create_file_writer(self.summary_dir)
         self.rng = np.random.default_rng(self.seed)
@@ -86,8 +87,7 @@ class Actor:
         weights = self.puller.latest()
         if weights is None:
             return
-        for variable, value in zip(self.bundle.policy_variables, weights.variables, strict=True):
-            variable.assign(value)
+        self.policy_weights.assign(weights.variables)
         self.policy_lag = max(0, weights.train_step - self.weights_step) if self.weights_step >= 0 else 0
         self.weights_step = weights.train_step
         self.weights_digest = weights.digest()

@@ -31,11 +31,10 @@ def run_book_loop(seed: int, budget_s: float, eval_interval: int = 100, target: 
     from tf_agents.replay_buffers import reverb_replay_buffer, reverb_utils
     from tf_agents.utils import common
 
-    from dqn.agent import batched_actions, build_agent, epsilon_at, replay_signature
+    from dqn.agent import build_agent, epsilon_at, replay_signature
     from dqn.config import LocalConfig
     from dqn.envs import GymnasiumEnvironment
-    from dqn.runtime import StopSignal
-    from evaluator.evaluate import evaluate
+    from evaluator.evaluate import make_episodes
 
     config = LocalConfig(seed=seed)
     bundle = build_agent(config)
@@ -56,9 +55,7 @@ def run_book_loop(seed: int, budget_s: float, eval_interval: int = 100, target: 
     dataset = buffer.as_dataset(sample_batch_size=64, num_steps=2, num_parallel_calls=3).prefetch(3)
     iterator = iter(dataset)
     train = common.function(agent.train)
-    greedy = batched_actions(agent.policy)
-    eval_config = dataclasses.replace(config, eval_episodes=10)
-    stop = StopSignal()
+    episodes = make_episodes(dataclasses.replace(config, eval_episodes=10), agent.policy)
     time_step = env.reset()
     best, step, solved_at = float("-inf"), 0, None
     while time.monotonic() - started < budget_s:
@@ -69,7 +66,7 @@ def run_book_loop(seed: int, budget_s: float, eval_interval: int = 100, target: 
         if step % 50 == 0:
             bundle.epsilon.assign(epsilon_at(config, step))
         if step % eval_interval == 0:
-            average, _ = evaluate(eval_config, greedy, seed + 99_991, stop)
+            average, _ = episodes.run(seed + 99_991)
             best = max(best, average)
             if average >= target:
                 solved_at = time.monotonic() - started

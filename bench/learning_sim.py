@@ -113,8 +113,7 @@ def run_seed(seed: int, args: argparse.Namespace) -> dict:
     from dqn.configuration import resolve
     from dqn.envs import GymnasiumVectorEnvironment
     from dqn.nstep import close_episode_ends
-    from dqn.runtime import StopSignal
-    from evaluator.evaluate import evaluate
+    from evaluator.evaluate import make_episodes
 
     config = resolve(LocalConfig, flags={**args.flags, "seed": str(seed)}, environ={})
     tf.random.set_seed(seed)
@@ -129,7 +128,7 @@ def run_seed(seed: int, args: argparse.Namespace) -> dict:
     num_envs = config.num_envs * config.num_actors
     env = GymnasiumVectorEnvironment(config.env_id, num_envs, seed=seed)
     collect = batched_actions(acting.agent.collect_policy, num_envs)
-    greedy = batched_actions(learner.agent.policy, config.eval_episodes)
+    episodes = make_episodes(dataclasses.replace(config, eval_episodes=10), learner.agent.policy)
     run_past_episode_end = config.items_run_past_episode_end() and not args.observer_windows
     ring = StepRing(config.replay_max_size, num_envs, env.observation_spec().shape, config.sequence_length(),
                     run_past_episode_end, rng, config.item_envs())
@@ -168,9 +167,8 @@ def run_seed(seed: int, args: argparse.Namespace) -> dict:
         if train_step % config.eval_interval == 0:
             # Mean Q over the envs' current states: values far above 1 / (1 - gamma) mean the targets diverged.
             max_mean_q = max(max_mean_q, float(np.mean(learner.agent._q_network(time_step.observation)[0])))
-            eval_config = dataclasses.replace(config, eval_episodes=10)
             eval_seed = seed + 99_991 + (train_step if args.fresh_eval_seeds else 0)  # the evaluator's seed rule
-            average_return, _ = evaluate(eval_config, greedy, eval_seed, StopSignal())
+            average_return, _ = episodes.run(eval_seed)
             evals.append((train_step, round(average_return)))
             if average_return >= SOLVED_RETURN:
                 solved_at = train_step

@@ -258,6 +258,10 @@ class GymnasiumVectorEnvironment(py_environment.PyEnvironment):
         """Spec of one env's action."""
         return self._action_spec
 
+    def reseed(self, seed: int | None) -> None:
+        """The next reset seeds the envs with `seed` (env i gets seed + i), so it starts the same episodes again."""
+        self._seed = seed
+
     def _reset(self) -> ts.TimeStep:
         observation, _ = self._vector_env.reset(seed=self._seed)
         self._seed = None

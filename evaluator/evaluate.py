@@ -1,7 +1,8 @@
 """The evaluator process: greedy-policy episodes whenever the published train step advances.
 
-`eval_episodes` envs run side by side, one episode each, with one batched greedy-policy call per
-step (the episodes are independent, so this equals running them one after another, only faster).
+`eval_episodes` envs run side by side, one episode each, stepped inside the graph (evaluator/episodes.py;
+the episodes are independent, so this equals running them one after another, only faster). Every
+evaluation starts the same episodes (the same env seeds), so returns compare across train steps.
 """
 
 from __future__ import annotations
@@ -11,39 +12,25 @@ import logging
 import os
 import time
 
-import numpy as np
 import tensorflow as tf
-from tf_agents.trajectories import time_step as ts
 
-from dqn.agent import batched_actions, build_agent
+from dqn.agent import build_agent
 from dqn.config import EvaluatorConfig
 from dqn.envs import EnvOptions, GymnasiumVectorEnvironment
 from dqn.health import start_health
 from dqn.replay import check_table_matches, wait_for_server
 from dqn.runtime import StopSignal
-from dqn.weights import WeightsPuller
+from dqn.summaries import GraphScalars
+from dqn.weights import FlatWeights, WeightsPuller
+from evaluator.episodes import GreedyEpisodes
 
 log = logging.getLogger("evaluator")
 
 
-
-def evaluate(config: EvaluatorConfig, act, seed: int, stop: StopSignal) -> tuple[float, float]:
-    """(average return, average length) over `eval_episodes` greedy episodes (one per env)."""
-    env = GymnasiumVectorEnvironment(config.env_id, config.eval_episodes, seed=seed,
-                                     options=EnvOptions.from_config(config))
-    try:
-        time_step = env.reset()
-        returns = np.zeros(config.eval_episodes)
-        lengths = np.zeros(config.eval_episodes, dtype=np.int64)
-        running = np.ones(config.eval_episodes, dtype=bool)
-        while running.any() and not stop.requested:
-            time_step = env.step(act(time_step))
-            returns[running] += time_step.reward[running]
-            lengths[running] += 1
-            running &= time_step.step_type != ts.StepType.LAST
-        return float(returns.mean()), float(lengths.mean())
-    finally:
-        env.close()
+def make_episodes(config: EvaluatorConfig, policy) -> GreedyEpisodes:
+    """The evaluator's `eval_episodes` envs and greedy loop, built once and reused by every evaluation."""
+    env = GymnasiumVectorEnvironment(config.env_id, config.eval_episodes, options=EnvOptions.from_config(config))
+    return GreedyEpisodes(policy, env)
 
 
 def run(config: EvaluatorConfig) -> int:
@@ -56,11 +43,13 @@ def run(config: EvaluatorConfig) -> int:
     client = wait_for_server(config.replay_address, wait_s=config.connect_timeout_s,
                              call_timeout_s=config.rpc_timeout_s)
     check_table_matches(client, bundle, config, role="evaluator")
-    act = batched_actions(bundle.agent.policy, config.eval_episodes)
+    episodes = make_episodes(config, bundle.agent.policy)
     puller = WeightsPuller(config.replay_address, config.rpc_timeout_s)
+    policy_weights = FlatWeights(bundle.policy_variables)
     summary_dir = config.path("evaluator")
     os.makedirs(summary_dir, exist_ok=True)
     writer = tf.summary.create_file_writer(summary_dir)
+    scalars = GraphScalars(writer)
     results_path = os.path.join(summary_dir, "evals.jsonl")
     health.set(True)
     last_evaluated = None
@@ -75,16 +64,14 @@ def run(config: EvaluatorConfig) -> int:
             continue
         if last_evaluated is not None and weights.train_step < last_evaluated + config.eval_interval:
             continue
-        for variable, value in zip(bundle.policy_variables, weights.variables, strict=True):
-            variable.assign(value)
+        policy_weights.assign(weights.variables)
         started = time.monotonic()
-        average_return, average_length = evaluate(config, act, config.seed + 99_991, stop)
+        average_return, average_length = episodes.run(config.seed + 99_991, lambda: stop.requested)
         if stop.requested:
             break
         last_evaluated = weights.train_step
-        with writer.as_default(step=weights.train_step):
-            tf.summary.scalar("eval/average_return", average_return)
-            tf.summary.scalar("eval/average_episode_length", average_length)
+        scalars.write(weights.train_step, {"eval/average_return": average_return,
+                                           "eval/average_episode_length": average_length})
         writer.flush()
         record = {"train_step": weights.train_step, "average_return": average_return,
                   "average_episode_length": average_length, "episodes": config.eval_episodes,
@@ -96,5 +83,6 @@ def run(config: EvaluatorConfig) -> int:
     log.info("stopping (%s)", stop.signal_name)
     health.set(False)
     puller.close()
+    episodes.close()
     health.stop()
     return 0

@@ -29,10 +29,11 @@ from dqn.nstep import close_episode_ends
 from dqn.progress import write_progress
 from dqn.replay import REPLAY_TABLE, check_table_matches, wait_for_server
 from dqn.runtime import StopSignal, release_free_heap
-from dqn.weights import WeightsPublisher
+from dqn.summaries import GraphScalars
+from dqn.weights import FlatWeights, WeightsPublisher
 from learner.feed import StagedBatches
 from learner.priorities import PriorityUpdater, importance_beta, importance_weights, item_td_errors
-from learner.stats import GraphScalars, ReplayRates
+from learner.stats import ReplayRates
 
 log = logging.getLogger("learner")
 
@@ -214,15 +215,16 @@ class Learner:
         self.mean_q = self._make_mean_q()
         self.priorities: PriorityUpdater | None = None
         self.policy_saver: policy_saver.PolicySaver | None = None  # made at the first export, then reused
+        self.policy_weights = FlatWeights(self.bundle.policy_variables)
 
     @property
     def step(self) -> int:
         """Current train step (restored from the checkpoint on start)."""
         return int(self.bundle.train_step.numpy())
 
-    def publish(self, publisher: WeightsPublisher) -> None:
-        """Queues the current policy weights for the variables table."""
-        publisher.submit([v.numpy() for v in self.bundle.policy_variables], self.step)
+    def publish(self, publisher: WeightsPublisher, step: int) -> None:
+        """Queues the current policy weights (those of train step `step`) for the variables table."""
+        publisher.submit(self.policy_weights.read(), step)
 
     def save(self) -> None:
         """Writes a learner checkpoint at the current train step."""
@@ -240,7 +242,7 @@ class Learner:
                                  call_timeout_s=config.rpc_timeout_s)
         check_table_matches(client, self.bundle, config, role="learner")
         publisher = WeightsPublisher(config.replay_address, config.rpc_timeout_s)
-        self.publish(publisher)
+        self.publish(publisher, self.step)
         log.info("learner starting at train step %d (max %d); replay at %s", self.step, config.max_train_steps,
                  config.replay_address)
         health.set(True)
@@ -277,7 +279,7 @@ class Learner:
                 self.priorities.submit(sample_info.key.numpy(), item_td_errors(td_errors.numpy(), envs))
             step = before + config.train_steps_per_call
             if crossed(before, step, config.publish_interval):
-                self.publish(publisher)
+                self.publish(publisher, step)
             if crossed(before, step, config.checkpoint_interval):
                 self.save()
             if config.export_interval and crossed(before, step, config.export_interval):
@@ -289,7 +291,7 @@ class Learner:
                 sgd_rate = (step - last_step) / max(now - last_time, 1e-9)
                 last_time, last_step = now, step
                 replay = rates.measure()
-                self.write_summaries(experience, trainer.loss, sgd_rate, replay, publisher)
+                self.write_summaries(step, experience, trainer.loss, sgd_rate, replay, publisher)
                 stalled = replay.get("seconds_since_insert", 0.0)
                 if stalled >= config.no_data_timeout_s and time.monotonic() - last_warning >= config.no_data_timeout_s:
                     last_warning = time.monotonic()
@@ -302,7 +304,7 @@ class Learner:
             self.priorities.close()
         health.set(False)
         self.save()
-        self.publish(publisher)
+        self.publish(publisher, self.step)
         if not publisher.wait_idle(config.rpc_timeout_s):
             log.warning("final weights not confirmed by the replay server within %.0f s", config.rpc_timeout_s)
         write_progress(self.summary_dir, train_step=self.step, sgd_steps_per_sec=0.0, done=True)
@@ -310,9 +312,8 @@ class Learner:
         health.stop()
         return 0
 
-    def write_summaries(self, experience, loss, sgd_rate: float, replay: dict, publisher) -> None:
-        """losses/*, charts/*, replay/* scalars and the progress file for the launcher."""
-        step = self.step
+    def write_summaries(self, step: int, experience, loss, sgd_rate: float, replay: dict, publisher) -> None:
+        """losses/*, charts/*, replay/* scalars at train step `step` and the progress file for the launcher."""
         if replay.get("inserts_per_sec"):
             # Uniform sampling from a FIFO buffer: sampled data is on average half a buffer old.
             replay["mean_data_age_train_steps"] = replay["size"] / 2 / replay["inserts_per_sec"] * sgd_rate

@@ -1,0 +1,86 @@
+"""The in-graph greedy evaluation equals a step-by-step Python loop; flat weight reads/assigns round-trip."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from tf_agents.trajectories import time_step as ts
+
+from dqn.agent import batched_actions, build_agent
+from dqn.config import EvaluatorConfig
+from dqn.envs import GymnasiumVectorEnvironment
+from dqn.weights import FlatWeights
+from evaluator.episodes import GreedyEpisodes
+
+
+def python_loop(policy, num_envs: int, seed: int, max_episode_steps: int) -> tuple[np.ndarray, np.ndarray]:
+    """Reference: one policy call from Python per step, one episode per env (what the evaluator did before)."""
+    env = GymnasiumVectorEnvironment("CartPole-v1", num_envs, seed=seed, max_episode_steps=max_episode_steps)
+    act = batched_actions(policy, num_envs)
+    time_step = env.reset()
+    returns, lengths = np.zeros(num_envs), np.zeros(num_envs)
+    running = np.ones(num_envs, dtype=bool)
+    while running.any():
+        time_step = env.step(act(time_step))
+        returns[running] += time_step.reward[running]
+        lengths[running] += 1
+        running &= time_step.step_type != ts.StepType.LAST
+    env.close()
+    return returns, lengths
+
+
+@pytest.fixture(scope="module")
+def bundle():
+    tf.random.set_seed(3)
+    return build_agent(EvaluatorConfig(fc_layer_params=(16,)))
+
+
+def randomize(bundle, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    for variable in bundle.policy_variables:
+        variable.assign(rng.normal(0, 1, variable.shape).astype(np.float32))
+
+
+@pytest.mark.parametrize("chunk_steps", [7, 1000])
+def test_greedy_episodes_equal_the_python_loop(bundle, chunk_steps):
+    episodes = GreedyEpisodes(bundle.agent.policy, GymnasiumVectorEnvironment("CartPole-v1", 6, max_episode_steps=60),
+                              chunk_steps=chunk_steps)
+    seen_lengths = set()
+    for weights_seed in (1, 2, 3):  # different policies give different episode lengths, some truncated at 60
+        randomize(bundle, weights_seed)
+        returns, lengths = python_loop(bundle.agent.policy, 6, seed=11, max_episode_steps=60)
+        seen_lengths.update(lengths)
+        for _ in range(2):  # the same env object, reseeded: the same episodes each time
+            average_return, average_length = episodes.run(11)
+            assert average_return == pytest.approx(returns.mean())
+            assert average_length == pytest.approx(lengths.mean())
+    assert len(seen_lengths) > 3  # episodes of many lengths ran (envs finish at different steps)
+    episodes.close()
+
+
+def test_greedy_episodes_stop_between_chunks(bundle):
+    randomize(bundle, 4)
+    episodes = GreedyEpisodes(bundle.agent.policy, GymnasiumVectorEnvironment("CartPole-v1", 3), chunk_steps=1)
+    _, full_length = episodes.run(5)
+    calls = []
+    _, partial_length = episodes.run(5, stop_requested=lambda: calls.append(1) or len(calls) > 2)
+    assert full_length > 2
+    assert partial_length == pytest.approx(2.0)  # two one-step chunks ran before the stop was seen
+    episodes.close()
+
+
+def test_flat_weights_round_trip(bundle):
+    flat = FlatWeights(bundle.policy_variables)
+    rng = np.random.default_rng(0)
+    values = [rng.normal(size=v.shape).astype(np.float32) for v in bundle.policy_variables]
+    flat.assign(values)
+    for variable, value in zip(bundle.policy_variables, values, strict=True):
+        np.testing.assert_array_equal(variable.numpy(), value)
+    read = flat.read()
+    assert [r.shape for r in read] == [tuple(v.shape) for v in bundle.policy_variables]
+    for got, value in zip(read, values, strict=True):
+        np.testing.assert_array_equal(got, value)
+
+
+def test_flat_weights_refuse_mixed_dtypes():
+    with pytest.raises(ValueError, match="one dtype"):
+        FlatWeights([tf.Variable(np.zeros(2, np.float32)), tf.Variable(np.zeros(2, np.int64))])
