@@ -28,6 +28,10 @@ from dqn.replay import REPLAY_TABLE
 
 #: Envs per StructuredWriter (see TrajectoryStreams.__init__ for why groups stay this small).
 ENVS_PER_WRITER = 8
+#: Unconfirmed items one writer may hold before the actor waits, whatever max_pending_items * its streams is:
+#: Reverb logs "pending items is alarmingly high" on every append once a writer holds ~50 (measured), and
+#: up to ENVS_PER_WRITER items join between two waits.
+MAX_PENDING_PER_WRITER = 32
 #: Steps a chunk may span. StructuredWriter sizes its chunks by its longest pattern (here 2 steps): chunks that
 #: short cost the replay server ~4.5 KB per CartPole transition; 8-step chunks ~2.5 KB (bench/scaling.py).
 CHUNK_STEPS = 8
@@ -146,10 +150,13 @@ def close_writers(writers: list, timeout_ms: int) -> None:
 
 
 def wait_for_writers(writers: list, pending_items: list[int], timeout_ms: int) -> bool:
-    """Waits until each writer holds at most its number of unconfirmed items; False if the deadline passed."""
+    """Waits until each writer holds at most its number of unconfirmed items; False if the deadline passed.
+
+    A writer's number is capped at MAX_PENDING_PER_WRITER.
+    """
     try:
         for writer, pending in zip(writers, pending_items, strict=True):
-            writer.flush(block_until_num_items=pending, timeout_ms=timeout_ms)
+            writer.flush(block_until_num_items=min(pending, MAX_PENDING_PER_WRITER), timeout_ms=timeout_ms)
     except reverb.errors.DeadlineExceededError:
         return False
     return True

@@ -9,6 +9,7 @@ Run: python bench/soak.py [--minutes 10] [--kill-every-s 60]
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -43,6 +44,13 @@ def slope_mib_per_min(samples: list[tuple[float, float]]) -> float:
     t = np.array([s[0] for s in half]) / 60
     rss = np.array([s[1] for s in half]) / 2**20
     return float(np.polyfit(t, rss, 1)[0])
+
+
+def rss_near(samples: list[tuple[float, float]], fraction: float) -> float:
+    """Median RSS (MiB) of the samples within 30 s of `fraction` of the run (smooths sampling noise)."""
+    at = samples[-1][0] * fraction
+    near = [value for t, value in samples if abs(t - at) <= 30] or [samples[-1][1]]
+    return float(np.median(near)) / 2**20
 
 
 def main() -> None:
@@ -98,11 +106,16 @@ def main() -> None:
     print("kill events (t_s, victim, learner step before kill, 20 s after restart):")
     for event in events:
         print(f"  {event}")
-    print(f"{'role':<14} {'rss start MiB':>14} {'rss end MiB':>12} {'slope MiB/min (2nd half)':>26}")
+    print(f"{'role':<14} {'rss start MiB':>14} {'at 1/2':>8} {'at 3/4':>8} {'rss end MiB':>12} "
+          f"{'slope MiB/min (2nd half)':>26}")
     for name, samples in rss.items():
         if samples:
-            print(f"{name:<14} {samples[0][1] / 2**20:>14.0f} {samples[-1][1] / 2**20:>12.0f} "
+            print(f"{name:<14} {samples[0][1] / 2**20:>14.0f} {rss_near(samples, 0.5):>8.1f} "
+                  f"{rss_near(samples, 0.75):>8.1f} {samples[-1][1] / 2**20:>12.0f} "
                   f"{slope_mib_per_min(samples):>26.2f}")
+    with open(os.path.join(root, "rss.json"), "w", encoding="utf-8") as handle:
+        json.dump(rss, handle)
+    print(f"RSS samples (seconds, bytes) per role: {os.path.join(root, 'rss.json')}")
 
 
 if __name__ == "__main__":

@@ -135,11 +135,16 @@ def batched_actions(policy, batch_size: int | None = None) -> Callable[[ts.TimeS
     an env's state itself when that env's step is FIRST, so episode starts need no bookkeeping here.
     """
     if not policy.policy_state_spec:
+        # Only the observation crosses into the graph: a feed-forward Q-network reads nothing else of the TimeStep,
+        # and converting the three other arguments took ~0.15 ms of the actor's ~0.65 ms policy call at 64 envs.
         @tf.function(autograph=False)
-        def act(step_type, reward, discount, observation):
-            return policy.action(ts.TimeStep(step_type, reward, discount, observation)).action
+        def act(observation):
+            batch = tf.shape(observation)[:1]
+            return policy.action(ts.TimeStep(tf.fill(batch, tf.constant(ts.StepType.MID, tf.int32)),
+                                             tf.zeros(batch, tf.float32), tf.ones(batch, tf.float32),
+                                             observation)).action
 
-        return lambda time_step: act(*time_step).numpy()
+        return lambda time_step: act(time_step.observation).numpy()
 
     if batch_size is None:
         raise ValueError("a stateful policy needs batch_size (one policy state per env)")

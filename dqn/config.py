@@ -279,8 +279,10 @@ class ActorConfig(CommonConfig):
     warmup_steps: int = setting(1000, "random-policy env steps per actor before using the Q-network "
                                       "(the book warms up with a random policy)", ge=0)
     weights_refresh_interval: int = setting(400, "env steps between weight refreshes", ge=1)
-    max_pending_items: int = setting(4, "unconfirmed items per env stream before the actor waits (backpressure "
-                                        "from the replay rate limiter)", ge=1)
+    max_pending_items: int = setting(8, "unconfirmed items per stream (env, or block of envs) before the actor "
+                                        "waits: backpressure from the replay rate limiter. 8: at 64 envs the actor "
+                                        "wrote ~16 percent more than with 4 (bench/actor_throughput.py); a writer "
+                                        "holds at most 32 whatever this is", ge=1)
     max_env_steps: int = setting(0, "stop after this many env steps; 0 = run until stopped", ge=0)
     apex_epsilon: bool = setting(False, "Ape-X per-actor epsilon: eps_i = apex_base^(1 + 7 i/(K-1))")
     apex_base_epsilon: float = setting(0.4, "Ape-X base epsilon (Horgan et al. 2018: 0.4)", ge=0, le=1)
