@@ -84,3 +84,17 @@ def test_flat_weights_round_trip(bundle):
 def test_flat_weights_refuse_mixed_dtypes():
     with pytest.raises(ValueError, match="one dtype"):
         FlatWeights([tf.Variable(np.zeros(2, np.float32)), tf.Variable(np.zeros(2, np.int64))])
+
+
+def test_greedy_episodes_carry_an_rnn_state():
+    """An LSTM policy's state runs through the in-graph loop exactly as through the per-step Python loop."""
+    tf.random.set_seed(5)
+    rnn = build_agent(EvaluatorConfig(fc_layer_params=(16,), lstm_size=(8,)))
+    randomize(rnn, 12)  # weights whose actions depend on the state: resetting it every 3 steps changes every episode
+    returns, lengths = python_loop(rnn.agent.policy, 4, seed=21, max_episode_steps=40)
+    episodes = GreedyEpisodes(rnn.agent.policy, GymnasiumVectorEnvironment("CartPole-v1", 4, max_episode_steps=40),
+                              chunk_steps=3)
+    average_return, average_length = episodes.run(21)
+    assert average_return == pytest.approx(returns.mean())
+    assert average_length == pytest.approx(lengths.mean())
+    episodes.close()
