@@ -107,26 +107,25 @@ class FlatWeights:
         if len(dtypes) != 1:
             raise ValueError(f"FlatWeights needs variables of one dtype; got {sorted(d.name for d in dtypes)}")
         self._shapes = [tuple(v.shape) for v in self._variables]
+        self._sizes = [int(np.prod(shape)) for shape in self._shapes]
         self._dtype = self._variables[0].dtype.as_numpy_dtype
-        self._offsets = np.cumsum([int(np.prod(shape)) for shape in self._shapes])[:-1]
-        size = int(sum(int(np.prod(shape)) for shape in self._shapes))
         self._read = tf.function(
             lambda: tf.concat([tf.reshape(v, [-1]) for v in self._variables], axis=0), autograph=False)
         self._assign = tf.function(self._assign_flat, autograph=False,
-                                   input_signature=[tf.TensorSpec([size], self._variables[0].dtype)])
+                                   input_signature=[tf.TensorSpec([sum(self._sizes)], self._variables[0].dtype)])
 
     def read(self) -> list[np.ndarray]:
         """The variables' current values (views into one array)."""
         flat = self._read().numpy()
-        return [part.reshape(shape) for part, shape in zip(np.split(flat, self._offsets), self._shapes, strict=True)]
+        parts = np.split(flat, np.cumsum(self._sizes)[:-1])
+        return [part.reshape(shape) for part, shape in zip(parts, self._shapes, strict=True)]
 
     def assign(self, values: list[np.ndarray]) -> None:
         """Sets every variable from `values` (same order and shapes as the variables)."""
         self._assign(np.concatenate([np.asarray(value, dtype=self._dtype).ravel() for value in values]))
 
     def _assign_flat(self, flat):
-        for variable, part in zip(self._variables, tf.split(flat, [int(np.prod(s)) for s in self._shapes]),
-                                  strict=True):
+        for variable, part in zip(self._variables, tf.split(flat, self._sizes), strict=True):
             variable.assign(tf.reshape(part, variable.shape))
 
 
