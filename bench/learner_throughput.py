@@ -1,6 +1,7 @@
 """Learner throughput: SGD steps/s fed from a replay server vs. the same train step on a fixed batch.
 
 Run: python bench/learner_throughput.py [--seconds 15] [--envs-per-item 1,16]
+     [--intra-op-threads 0 --inter-op-threads 0]   (TF's default threads instead of the learner's)
 """
 
 from __future__ import annotations
@@ -34,55 +35,92 @@ def main() -> None:
     parser.add_argument("--fc-layer-params", default="256,256", help="Q-network layers (the defaults: 256,256)")
     parser.add_argument("--envs-per-item", default="1,16",
                         help="replay layouts to feed from, each on its own server (1 = one env per item)")
+    parser.add_argument("--steps-per-call", default="2,4",
+                        help="also run the train step N SGD steps per call (--train-steps-per-call), fixed and fed "
+                             "by the learner's default input, on the last layout")
+    from dqn.config import LearnerConfig
+
+    intra, inter = LearnerConfig().tf_threads()  # the learner's defaults for this MLP
+    parser.add_argument("--intra-op-threads", type=int, default=intra, help="0 = TF's default (default: the learner's)")
+    parser.add_argument("--inter-op-threads", type=int, default=inter, help="0 = TF's default (default: the learner's)")
     args = parser.parse_args()
 
+    import tensorflow as tf
     from tf_agents.utils import common
 
+    # As learner.train.run does, before TF starts: the fixed and the fed step share these settings.
+    tf.config.threading.set_intra_op_parallelism_threads(args.intra_op_threads)
+    tf.config.threading.set_inter_op_parallelism_threads(args.inter_op_threads)
+    print(f"TF threads: intra-op {args.intra_op_threads}, inter-op {args.inter_op_threads} (0 = TF's default)")
+
     from dqn.agent import build_agent
-    from dqn.config import LearnerConfig
     from learner.feed import StagedBatches
-    from learner.train import StagedTrainer, make_dataset, make_train_fn
+    from learner.train import StagedTrainer, finish_batch, make_dataset, make_train_fn, sample_dataset
 
     layers = tuple(int(n) for n in args.fc_layer_params.split(","))
     results: dict[str, float] = {}
-    fed_names, fixed_name = [], "tf.function train, fixed batch"
+    pairs = []  # (fed, fixed) rows whose ratio is printed
+    fixed_name = "tf.function train, fixed batch"
+
+    def fed_rate(config, bundle, train_fn) -> float:
+        """SGD steps/s of the learner's own input path: batches staged in variables by its feed thread."""
+        feed = StagedBatches(lambda: sample_dataset(config, bundle), finish_batch(config, bundle))
+        trainer = StagedTrainer(train_fn, feed.slots)
+
+        def fed_step():
+            index = feed.get(60)
+            trainer.train(index)
+            feed.release(index)
+
+        try:
+            return rate(fed_step, args.seconds, config.train_steps_per_call)
+        finally:
+            feed.close()
+
     for envs in (int(n) for n in args.envs_per_item.split(",")):
         with replay_server("--replay-min-size", "100", "--envs-per-item", str(envs)) as (address, _):
             fill_replay(address, 20_000, num_envs=max(16, envs), envs_per_item=envs)
             config = LearnerConfig(replay_address=address, batch_size=args.batch_size, fc_layer_params=layers,
                                    envs_per_item=envs)
             bundle = build_agent(config)
-            train = common.function(bundle.agent.train)
             learner_train = make_train_fn(bundle, args.batch_size, 1)  # what the learner runs per staged batch
             if fixed_name not in results:
                 fixed, _ = next(iter(make_dataset(config, bundle)))
-                eager = bundle.agent.train
-                results["agent.train eager, fixed batch"] = rate(lambda: eager(fixed), args.seconds / 2)  # noqa: B023
+                agent = bundle.agent
+                train = common.function(agent.train)
+                xla = tf.function(lambda experience: agent.train(experience).loss, jit_compile=True)  # noqa: B023
+                results["agent.train eager, fixed batch"] = rate(lambda: agent.train(fixed), args.seconds / 2)  # noqa: B023
                 results[fixed_name] = rate(lambda: train(fixed), args.seconds)  # noqa: B023
+                results["tf.function train with XLA (jit_compile), fixed batch"] = rate(
+                    lambda: xla(fixed), args.seconds)  # noqa: B023
             items = args.batch_size // envs
             for pipeline, streams in (("as_dataset", 3), ("streams", 1), ("streams", 2)):
                 if streams > items or (pipeline == "streams" and items % streams):
                     continue
                 variant = dataclasses.replace(config, replay_dataset=pipeline, num_parallel_calls=streams)
-                # The learner's own input path: batches staged in variables by its feed thread (learner/feed.py).
-                feed = StagedBatches(lambda variant=variant, bundle=bundle: make_dataset(variant, bundle))
-                trainer = StagedTrainer(learner_train, feed.slots)
-
-                def fed_step(feed=feed, trainer=trainer):
-                    index = feed.get(60)
-                    trainer.train(index)
-                    feed.release(index)
-
                 name = (f"tf.function train, fed by {pipeline} ({streams} stream{'s' if streams > 1 else ''}), "
                         f"{envs} env{'s' if envs > 1 else ''}/item")
-                results[name] = rate(fed_step, args.seconds)
-                fed_names.append(name)
-                feed.close()
+                results[name] = fed_rate(variant, bundle, learner_train)
+                pairs.append((name, fixed_name))
+    # Several SGD steps per call, on the last layout's server (stopped above, so start one like it).
+    for steps in (int(n) for n in args.steps_per_call.split(",") if n):
+        with replay_server("--replay-min-size", "100", "--envs-per-item", str(envs)) as (address, _):
+            fill_replay(address, 20_000, num_envs=max(16, envs), envs_per_item=envs)
+            config = LearnerConfig(replay_address=address, batch_size=args.batch_size, fc_layer_params=layers,
+                                   envs_per_item=envs, train_steps_per_call=steps)
+            bundle = build_agent(config)
+            train_many = make_train_fn(bundle, args.batch_size, steps)
+            fixed, _ = next(iter(make_dataset(config, bundle)))
+            fixed_steps = f"{steps} SGD steps per call, fixed batch"
+            results[fixed_steps] = rate(lambda: train_many(fixed, None), args.seconds, steps)  # noqa: B023
+            fed_steps = f"{steps} SGD steps per call, fed by the default input, {envs} envs/item"
+            results[fed_steps] = fed_rate(config, bundle, train_many)
+            pairs.append((fed_steps, fixed_steps))
     width = max(map(len, results))
     for name, value in results.items():
         print(f"{name:<{width}}  {value:8.1f} SGD steps/s")
-    for name in fed_names:
-        print(f"ratio {name.split('fed by ')[1]} / fixed batch: {results[name] / results[fixed_name]:.2f}")
+    for fed, fixed in pairs:
+        print(f"ratio {fed.split('fed by ')[1]} / {fixed.split(', fixed')[0]}: {results[fed] / results[fixed]:.2f}")
 
 
 if __name__ == "__main__":

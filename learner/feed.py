@@ -31,17 +31,21 @@ class StagedBatches:
     thread stages the next batch while the train step reads the current one.
     """
 
-    def __init__(self, make_dataset: Callable[[], tf.data.Dataset], num_slots: int = 2):
+    def __init__(self, make_dataset: Callable[[], tf.data.Dataset], finish: Callable | None = None,
+                 num_slots: int = 2):
+        """`finish(*element)`, if given, runs in-graph on each dataset element before it is staged."""
         self._make_dataset = make_dataset
+        self._finish = finish or (lambda *element: element)
         first = make_dataset()  # Reverb connects only when iterated: this just reads the element spec
-        spec = first.element_spec
-        for leaf in tf.nest.flatten(spec):
+        for leaf in tf.nest.flatten(first.element_spec):
             if not leaf.shape.is_fully_defined():
                 raise ValueError(f"staged batches need fixed shapes; the dataset gives {leaf.shape}")
+        # The slots take the shapes `finish` gives: traced once on zeros, not run on data.
+        zeros = tf.nest.map_structure(lambda leaf: tf.zeros(leaf.shape, leaf.dtype), first.element_spec)
+        finished = tf.function(self._finish, autograph=False).get_concrete_function(*zeros).structured_outputs
         self.slots = [tf.nest.map_structure(
-            lambda leaf: tf.Variable(tf.zeros(leaf.shape, leaf.dtype), trainable=False), spec)
+            lambda leaf: tf.Variable(tf.zeros(leaf.shape, leaf.dtype), trainable=False), finished)
             for _ in range(num_slots)]
-        self._stage = [self._stager(slot) for slot in self.slots]
         self._free: queue.Queue = queue.Queue()
         self._filled: queue.Queue = queue.Queue()
         for index in range(num_slots):
@@ -51,13 +55,21 @@ class StagedBatches:
         self.restarts = 0
         threading.Thread(target=self._run, args=(first,), name="batch-feed", daemon=True).start()
 
-    @staticmethod
-    def _stager(slot):
-        @tf.function(autograph=False)
-        def stage(iterator):
-            tf.nest.map_structure(lambda variable, value: variable.assign(value), slot, next(iterator))
+    def _stagers(self, iterator) -> list:
+        """One graph function per slot that copies the iterator's next finished element into that slot.
 
-        return stage
+        The iterator is captured, not passed: an iterator argument costs ~0.16 ms of Python per call to match
+        its type (a /tmp probe: 0.47 vs 0.31 ms of CPU per staged batch). A rebuilt dataset gets new functions.
+        """
+        def stager(slot):
+            @tf.function(autograph=False)
+            def stage():
+                tf.nest.map_structure(lambda variable, value: variable.assign(value, read_value=False),
+                                      slot, self._finish(*next(iterator)))
+
+            return stage
+
+        return [stager(slot) for slot in self.slots]
 
     def get(self, timeout_s: float) -> int | None:
         """The index of a slot holding the next (experience, sample info) batch, or None after `timeout_s`."""
@@ -88,12 +100,12 @@ class StagedBatches:
         while not self._stop.is_set():
             index = None
             try:
-                iterator = iter(dataset)
+                stage = self._stagers(iter(dataset))
                 while True:
                     index = self._free_slot()
                     if index is None:
                         return
-                    self._stage[index](iterator)
+                    stage[index]()
                     self._filled.put(index)
                     index = None
             except (tf.errors.OutOfRangeError, tf.errors.UnavailableError, tf.errors.DeadlineExceededError) as error:

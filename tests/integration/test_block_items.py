@@ -141,3 +141,40 @@ def test_learner_unblocks_items_into_rows_paired_with_their_key_and_masks_bounda
         boundary_rows += boundary.sum()
         assert (td_error[boundary] == 0).all() and (td_error[~boundary] != 0).any()
     assert boundary_rows > 0 and len(seen) > 50
+
+
+def test_learner_feed_stages_the_same_rows_as_the_dataset_gives(replay_server_factory):
+    """The feed finishes batches inside its staging call (learner/feed.py): each item's rows equal make_dataset's."""
+    from bench.common import fill_replay
+    from dqn.agent import build_agent
+    from dqn.config import LearnerConfig
+    from learner.feed import StagedBatches
+    from learner.train import finish_batch, make_dataset, sample_dataset
+
+    envs = 4
+    server = replay_server_factory("--samples-per-insert", "0", "--replay-min-size", "40", "--envs-per-item", str(envs))
+    fill_replay(server.address, 1_000, num_envs=8, envs_per_item=envs)
+    config = LearnerConfig(replay_address=server.address, batch_size=32, envs_per_item=envs)
+    bundle = build_agent(config)
+    rows_by_key = {}
+    iterator = iter(make_dataset(config, bundle))
+    for _ in range(40):
+        experience, info = next(iterator)
+        observations = experience.observation.numpy().reshape(32 // envs, envs, 2, 4)
+        rows_by_key.update(zip(info.key.numpy().tolist(), observations, strict=True))
+    feed = StagedBatches(lambda: sample_dataset(config, bundle), finish_batch(config, bundle))
+    matched = 0
+    try:
+        for _ in range(20):
+            index = feed.get(timeout_s=30)
+            assert index is not None
+            experience, info = tree.map_structure(lambda variable: variable.numpy(), feed.slots[index])
+            feed.release(index)
+            assert experience.observation.shape == (32, 2, 4) and info.key.shape == (32 // envs,)
+            for key, block in zip(info.key.tolist(), experience.observation.reshape(-1, envs, 2, 4), strict=True):
+                if key in rows_by_key:
+                    np.testing.assert_array_equal(block, rows_by_key[key])
+                    matched += 1
+    finally:
+        feed.close()
+    assert matched > 10
