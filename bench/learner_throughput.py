@@ -1,7 +1,7 @@
 """Learner throughput: SGD steps/s fed from a replay server vs. the same train step on a fixed batch.
 
 Run: python bench/learner_throughput.py [--seconds 15] [--envs-per-item 1,16]
-     [--intra-op-threads 0 --inter-op-threads 0]   (TF's default threads instead of the learner's)
+     [--intra-op-threads 1 --inter-op-threads 4]   (threads other than the learner's default)
 """
 
 from __future__ import annotations
@@ -40,9 +40,11 @@ def main() -> None:
                              "by the learner's default input, on the last layout")
     from dqn.config import LearnerConfig
 
-    intra, inter = LearnerConfig().tf_threads()  # the learner's defaults for this MLP
-    parser.add_argument("--intra-op-threads", type=int, default=intra, help="0 = TF's default (default: the learner's)")
-    parser.add_argument("--inter-op-threads", type=int, default=inter, help="0 = TF's default (default: the learner's)")
+    defaults = LearnerConfig()
+    parser.add_argument("--intra-op-threads", type=int, default=defaults.intra_op_threads,
+                        help="as the learner's flag; 0 = TF's default (the learner's default)")
+    parser.add_argument("--inter-op-threads", type=int, default=defaults.inter_op_threads,
+                        help="as the learner's flag; 0 = TF's default (the learner's default)")
     args = parser.parse_args()
 
     import tensorflow as tf

@@ -221,13 +221,11 @@ class LearnerConfig(CommonConfig):
     train_steps_per_call: int = setting(1, "SGD steps per tf.function call; each call samples batch_size * this",
                                         ge=1)
     intra_op_threads: int = setting(
-        0, "TensorFlow threads inside one op. 0 = auto: 1 for an MLP Q-network, whose ops are too small to split "
-           "(as fast on a fixed batch, and it leaves a core to the input pipeline: bench/learner_throughput.py), "
-           "TF's default (one per core) with conv layers", ge=0)
-    inter_op_threads: int = setting(
-        0, "TensorFlow threads running independent ops. 0 = auto: twice the cores, so the feed's staging ops and "
-           "the train step's do not queue behind each other (fed SGD steps/s ~410 -> ~465 on 2 cores, "
-           "bench/learner_throughput.py)", ge=0)
+        0, "TensorFlow threads inside one op; 0 = TF's default (one per core). 1 with --inter-op-threads 4 gave the "
+           "learner ~11 percent more SGD steps/s on 2 cores but fewer quick CartPole solves (README Performance)",
+        ge=0)
+    inter_op_threads: int = setting(0, "TensorFlow threads running independent ops; 0 = TF's default (one per core)",
+                                    ge=0)
     max_train_steps: int = setting(
         100_000, "stop after this many train steps (~7 min at the service's ~230 SGD steps/s on 2 cores)", ge=1)
     publish_interval: int = setting(50, "train steps between weight publications to the variables table", ge=1)
@@ -263,11 +261,6 @@ class LearnerConfig(CommonConfig):
         if self.replay_dataset == "streams" and (total // envs) % calls:
             raise ConfigError("num_parallel_calls", f"must divide the items per sampled batch ({total // envs} "
                                                     f"items of {envs} transitions) with replay_dataset streams")
-
-    def tf_threads(self) -> tuple[int, int]:
-        """(intra-op, inter-op) TensorFlow threads with auto (0) resolved; 0 in the result = TF's default."""
-        intra = self.intra_op_threads or (1 if self.conv_layer_params is None else 0)
-        return intra, self.inter_op_threads or 2 * (os.cpu_count() or 1)
 
     def parallel_calls(self) -> int:
         """num_parallel_calls with auto (0) resolved for the input pipeline and replay layout."""

@@ -369,8 +369,7 @@ class Learner:
 def run(config: LearnerConfig) -> int:
     """Entry point for `dqn-service learner`."""
     # Before anything else touches TensorFlow: its runtime reads these once.
-    intra, inter = config.tf_threads()
-    tf.config.threading.set_intra_op_parallelism_threads(intra)
-    tf.config.threading.set_inter_op_parallelism_threads(inter)
+    tf.config.threading.set_intra_op_parallelism_threads(config.intra_op_threads)
+    tf.config.threading.set_inter_op_parallelism_threads(config.inter_op_threads)
     return Learner(config).run()
 

@@ -120,9 +120,3 @@ def test_actor_envs_must_fill_whole_blocks_and_auto_picks_per_env_items_for_an_r
     config = resolve(LearnerConfig, environ={}, flags={})
     assert config.item_envs() == 16 and config.replay_items(100_000) == 6250 and config.replay_items(1000) == 63
 
-
-def test_learner_tf_threads_auto_depends_on_the_network_and_the_cores(monkeypatch):
-    monkeypatch.setattr("os.cpu_count", lambda: 3)
-    assert LearnerConfig().tf_threads() == (1, 6)  # an MLP: one thread per op, twice the cores of op threads
-    assert LearnerConfig(conv_layer_params=(32, 8, 4)).tf_threads() == (0, 6)  # conv ops split across cores
-    assert LearnerConfig(intra_op_threads=2, inter_op_threads=5).tf_threads() == (2, 5)
