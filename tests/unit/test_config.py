@@ -119,4 +119,3 @@ def test_actor_envs_must_fill_whole_blocks_and_auto_picks_per_env_items_for_an_r
     assert resolve(ActorConfig, environ={}, flags={"num_envs": "6", "lstm_size": "8"}).item_envs() == 1
     config = resolve(LearnerConfig, environ={}, flags={})
     assert config.item_envs() == 16 and config.replay_items(100_000) == 6250 and config.replay_items(1000) == 63
-
