@@ -79,7 +79,8 @@ def main() -> None:
         finally:
             feed.close()
 
-    for envs in (int(n) for n in args.envs_per_item.split(",")):
+    layouts = [int(n) for n in args.envs_per_item.split(",")]
+    for envs in layouts:
         with replay_server("--replay-min-size", "100", "--envs-per-item", str(envs)) as (address, _):
             fill_replay(address, 20_000, num_envs=max(16, envs), envs_per_item=envs)
             config = LearnerConfig(replay_address=address, batch_size=args.batch_size, fc_layer_params=layers,
@@ -104,20 +105,18 @@ def main() -> None:
                         f"{envs} env{'s' if envs > 1 else ''}/item")
                 results[name] = fed_rate(variant, bundle, learner_train)
                 pairs.append((name, fixed_name))
-    # Several SGD steps per call, on the last layout's server (stopped above, so start one like it).
-    for steps in (int(n) for n in args.steps_per_call.split(",") if n):
-        with replay_server("--replay-min-size", "100", "--envs-per-item", str(envs)) as (address, _):
-            fill_replay(address, 20_000, num_envs=max(16, envs), envs_per_item=envs)
-            config = LearnerConfig(replay_address=address, batch_size=args.batch_size, fc_layer_params=layers,
-                                   envs_per_item=envs, train_steps_per_call=steps)
-            bundle = build_agent(config)
-            train_many = make_train_fn(bundle, args.batch_size, steps)
-            fixed, _ = next(iter(make_dataset(config, bundle)))
-            fixed_steps = f"{steps} SGD steps per call, fixed batch"
-            results[fixed_steps] = rate(lambda: train_many(fixed, None), args.seconds, steps)  # noqa: B023
-            fed_steps = f"{steps} SGD steps per call, fed by the default input, {envs} envs/item"
-            results[fed_steps] = fed_rate(config, bundle, train_many)
-            pairs.append((fed_steps, fixed_steps))
+            if envs != layouts[-1]:
+                continue
+            # Several SGD steps per call, on the last layout's server.
+            for steps in (int(n) for n in args.steps_per_call.split(",") if n):
+                many = dataclasses.replace(config, train_steps_per_call=steps)
+                train_many = make_train_fn(bundle, args.batch_size, steps)
+                fixed_many, _ = next(iter(make_dataset(many, bundle)))
+                fixed_steps = f"{steps} SGD steps per call, fixed batch"
+                results[fixed_steps] = rate(lambda: train_many(fixed_many, None), args.seconds, steps)  # noqa: B023
+                fed_steps = f"{steps} SGD steps per call, fed by the default input, {envs} envs/item"
+                results[fed_steps] = fed_rate(many, bundle, train_many)
+                pairs.append((fed_steps, fixed_steps))
     width = max(map(len, results))
     for name, value in results.items():
         print(f"{name:<{width}}  {value:8.1f} SGD steps/s")

@@ -108,6 +108,7 @@ class FlatWeights:
             raise ValueError(f"FlatWeights needs variables of one dtype; got {sorted(d.name for d in dtypes)}")
         self._shapes = [tuple(v.shape) for v in self._variables]
         self._sizes = [int(np.prod(shape)) for shape in self._shapes]
+        self._offsets = np.cumsum(self._sizes)[:-1]  # where each variable starts in the flat vector, after the first
         self._dtype = self._variables[0].dtype.as_numpy_dtype
         self._read = tf.function(
             lambda: tf.concat([tf.reshape(v, [-1]) for v in self._variables], axis=0), autograph=False)
@@ -117,8 +118,7 @@ class FlatWeights:
     def read(self) -> list[np.ndarray]:
         """The variables' current values (views into one array)."""
         flat = self._read().numpy()
-        parts = np.split(flat, np.cumsum(self._sizes)[:-1])
-        return [part.reshape(shape) for part, shape in zip(parts, self._shapes, strict=True)]
+        return [part.reshape(shape) for part, shape in zip(np.split(flat, self._offsets), self._shapes, strict=True)]
 
     def assign(self, values: list[np.ndarray]) -> None:
         """Sets every variable from `values` (same order and shapes as the variables)."""

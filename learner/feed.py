@@ -40,9 +40,7 @@ class StagedBatches:
         for leaf in tf.nest.flatten(first.element_spec):
             if not leaf.shape.is_fully_defined():
                 raise ValueError(f"staged batches need fixed shapes; the dataset gives {leaf.shape}")
-        # The slots take the shapes `finish` gives: traced once on zeros, not run on data.
-        zeros = tf.nest.map_structure(lambda leaf: tf.zeros(leaf.shape, leaf.dtype), first.element_spec)
-        finished = tf.function(self._finish, autograph=False).get_concrete_function(*zeros).structured_outputs
+        finished = first.map(self._finish).element_spec  # the slots take the shapes `finish` gives
         self.slots = [tf.nest.map_structure(
             lambda leaf: tf.Variable(tf.zeros(leaf.shape, leaf.dtype), trainable=False), finished)
             for _ in range(num_slots)]
