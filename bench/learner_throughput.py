@@ -57,7 +57,8 @@ def main() -> None:
 
     from dqn.agent import build_agent
     from learner.feed import StagedBatches
-    from learner.train import StagedTrainer, finish_batch, make_dataset, make_train_fn, sample_dataset
+    from learner.staged import StagedTrainer
+    from learner.train import finish_batch, make_dataset, make_train_fn, sample_dataset
 
     layers = tuple(int(n) for n in args.fc_layer_params.split(","))
     results: dict[str, float] = {}

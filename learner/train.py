@@ -33,6 +33,7 @@ from dqn.summaries import GraphScalars
 from dqn.weights import FlatWeights, WeightsPublisher
 from learner.feed import StagedBatches
 from learner.priorities import PriorityUpdater, importance_beta, importance_weights, item_td_errors
+from learner.staged import BatchStats, StagedTrainer
 from learner.stats import ReplayRates
 
 log = logging.getLogger("learner")
@@ -155,43 +156,6 @@ def make_train_fn(bundle: AgentBundle, batch_size: int, steps_per_call: int):
     return train_many
 
 
-class StagedTrainer:
-    """The train step on a staged slot, read in-graph; the last loss stays in a variable (see learner/feed.py)."""
-
-    def __init__(self, train_fn, slots: list):
-        self.loss = tf.Variable(0.0, trainable=False, name="last_loss")
-        self._plain = [self._graph(train_fn, slot, weighted=False) for slot in slots]
-        self._weighted = [self._graph(train_fn, slot, weighted=True) for slot in slots]
-
-    def _graph(self, train_fn, slot, weighted: bool):
-        def read_experience():
-            return tf.nest.map_structure(lambda variable: variable.read_value(), slot[0])
-
-        if not weighted:
-            @tf.function(autograph=False)
-            def train():
-                loss, _ = train_fn(read_experience(), None)
-                self.loss.assign(loss)
-
-            return train
-
-        @tf.function(autograph=False)
-        def train_weighted(weights):
-            loss, td_errors = train_fn(read_experience(), weights)
-            self.loss.assign(loss)
-            return td_errors
-
-        return train_weighted
-
-    def train(self, index: int) -> None:
-        """SGD step(s) on slot `index`; returns nothing, so no tensor reaches Python."""
-        self._plain[index]()
-
-    def train_weighted(self, index: int, weights: np.ndarray) -> tf.Tensor:
-        """SGD step(s) on slot `index` with importance weights; returns the TD errors (prioritized replay)."""
-        return self._weighted[index](weights)
-
-
 def crossed(before: int, after: int, interval: int) -> bool:
     """True if a multiple of `interval` lies in (before, after] (steps advance by train_steps_per_call)."""
     return after // interval > before // interval
@@ -229,7 +193,6 @@ class Learner:
         self.train = make_train_fn(self.bundle, config.batch_size, config.train_steps_per_call)
         self.writer = tf.summary.create_file_writer(self.summary_dir)
         self.scalars = GraphScalars(self.writer)
-        self.mean_q = self._make_mean_q()
         self.priorities: PriorityUpdater | None = None
         self.policy_saver: policy_saver.PolicySaver | None = None  # made at the first export, then reused
         self.policy_weights = FlatWeights(self.bundle.policy_variables)
@@ -266,6 +229,7 @@ class Learner:
         rates = ReplayRates(client, config.rpc_timeout_s, transitions_per_item=self.bundle.envs_per_item)
         feed = StagedBatches(lambda: sample_dataset(config, self.bundle), finish_batch(config, self.bundle))
         trainer = StagedTrainer(self.train, feed.slots)
+        batch_stats = BatchStats(self.bundle, self.config.batch_size, feed.slots, trainer.loss)
         if config.prioritized_replay:
             self.priorities = PriorityUpdater(config.replay_address, REPLAY_TABLE, config.rpc_timeout_s)
         last_time, last_step = time.monotonic(), self.step
@@ -284,16 +248,16 @@ class Learner:
                     write_progress(self.summary_dir, train_step=step, sgd_steps_per_sec=0.0,
                                    status=f"no new data for {waited:.0f} s")
                 continue
-            experience, sample_info = feed.slots[index]
             before = step
             if self.priorities is None:
                 trainer.train(index)
             else:
                 envs = self.bundle.envs_per_item
-                weights = importance_weights(sample_info.probability.numpy(), sample_info.table_size.numpy(),
+                sample_info = trainer.sample_info(index)
+                weights = importance_weights(sample_info.probability, sample_info.table_size,
                                              importance_beta(config, step))
                 td_errors = trainer.train_weighted(index, np.repeat(weights, envs))  # one weight per transition
-                self.priorities.submit(sample_info.key.numpy(), item_td_errors(td_errors.numpy(), envs))
+                self.priorities.submit(sample_info.key, item_td_errors(td_errors, envs))
             step = before + config.train_steps_per_call
             if crossed(before, step, config.publish_interval):
                 self.publish(publisher, step)
@@ -308,7 +272,7 @@ class Learner:
                 sgd_rate = (step - last_step) / max(now - last_time, 1e-9)
                 last_time, last_step = now, step
                 replay = rates.measure()
-                self.write_summaries(step, experience, trainer.loss, sgd_rate, replay, publisher)
+                self.write_summaries(step, batch_stats.measure(index), sgd_rate, replay, publisher)
                 stalled = replay.get("seconds_since_insert", 0.0)
                 if stalled >= config.no_data_timeout_s and time.monotonic() - last_warning >= config.no_data_timeout_s:
                     last_warning = time.monotonic()
@@ -329,15 +293,16 @@ class Learner:
         health.stop()
         return 0
 
-    def write_summaries(self, step: int, experience, loss, sgd_rate: float, replay: dict, publisher) -> None:
+    def write_summaries(self, step: int, loss_and_mean_q: tuple[float, float], sgd_rate: float, replay: dict,
+                        publisher) -> None:
         """losses/*, charts/*, replay/* scalars at train step `step` and the progress file for the launcher."""
         if replay.get("inserts_per_sec"):
             # Uniform sampling from a FIFO buffer: sampled data is on average half a buffer old.
             replay["mean_data_age_train_steps"] = replay["size"] / 2 / replay["inserts_per_sec"] * sgd_rate
-        loss_value = float(loss.numpy())
+        loss_value, mean_q = loss_and_mean_q
         scalars = {
             "losses/td_loss": loss_value,
-            "charts/mean_q": float(self.mean_q(experience.observation, experience.step_type).numpy()),
+            "charts/mean_q": mean_q,
             "charts/sgd_steps_per_sec": sgd_rate,
             "charts/epsilon_schedule": epsilon_at(self.config, step),
             "charts/publish_lag": step - max(publisher.published_step, 0),
@@ -351,19 +316,6 @@ class Learner:
         self.scalars.write(step, scalars)
         write_progress(self.summary_dir, train_step=step, sgd_steps_per_sec=sgd_rate, loss=loss_value,
                        replay_size=replay.get("size", 0))
-
-    def _make_mean_q(self):
-        """Mean over the first batch rows of max_a Q(s_0, a), in one graph call (see GraphScalars for why)."""
-        network, batch = self.bundle.agent._q_network, self.config.batch_size
-
-        @tf.function(autograph=False)
-        def mean_q(observation, step_type):
-            state = network.get_initial_state(batch) if network.state_spec else ()
-            q_values, _ = network(observation[:batch, 0], step_type=step_type[:batch, 0], network_state=state,
-                                  training=False)
-            return tf.reduce_mean(tf.reduce_max(q_values, axis=-1))
-
-        return mean_q
 
 
 def run(config: LearnerConfig) -> int:

@@ -16,6 +16,7 @@ from dqn.progress import read_progress
 from dqn.replay import REPLAY_TABLE
 from dqn.weights import fetch_weights, weights_digest
 from tests.conftest import REPO, free_port, health_status, run_cli, wait_until
+from tests.events import read_scalars
 
 pytestmark = pytest.mark.integration
 
@@ -38,20 +39,6 @@ def start_roles(spawn, server, root, num_actors=2, learner=True, learner_flags=(
     roles["evaluator"] = spawn("evaluator", *common, "--eval-interval", "50", "--eval-episodes", "3",
                                "--poll-interval-s", "0.5", name="evaluator")
     return roles
-
-
-def read_scalars(directory):
-    """{tag: [(step, value), ...]} from the TensorBoard event files in `directory`."""
-    import tensorflow as tf
-    from tensorflow.core.util import event_pb2
-
-    scalars = {}
-    for path in sorted(directory.glob("events.out.tfevents.*")):
-        for record in tf.data.TFRecordDataset(str(path)):
-            event = event_pb2.Event.FromString(record.numpy())
-            for value in event.summary.value:
-                scalars.setdefault(value.tag, []).append((event.step, float(tf.make_ndarray(value.tensor))))
-    return scalars
 
 
 def progress(root, name):

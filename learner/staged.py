@@ -1,0 +1,105 @@
+"""Graph calls on the learner's staged batches (learner/feed.py): the train step and the batch's summary values.
+
+Each reads a slot's variables in-graph and returns nothing to Python, so no tensor crosses per SGD step or per
+summary (Python 3.11 + TF 2.15 keeps memory for every tensor that does, tensorflow/tensorflow#62551).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+from dqn.agent import AgentBundle
+from dqn.host import HostInput, HostOutput
+
+
+class StagedTrainer:
+    """The train step on a staged slot, read in-graph; the last loss stays in a variable (see learner/feed.py).
+
+    Prioritized replay moves its per-step arrays (sample info out, importance weights in, TD errors out) through
+    `dqn.host` buffers, so even that path hands no tensor to Python.
+    """
+
+    def __init__(self, train_fn, slots: list):
+        self.loss = tf.Variable(0.0, trainable=False, name="last_loss")
+        experience, info = slots[0]
+        rows = tf.nest.flatten(experience)[0].shape[0]  # transitions per call (batch x steps per call)
+        self._weights = HostInput([rows], tf.float32)
+        self._td_errors = HostOutput([rows], tf.float32)
+        self._info = tf.nest.map_structure(lambda variable: HostOutput(variable.shape, variable.dtype), info)
+        self._plain = [self._graph(train_fn, slot, weighted=False) for slot in slots]
+        self._weighted = [self._graph(train_fn, slot, weighted=True) for slot in slots]
+        self._read_info = [self._info_graph(slot) for slot in slots]
+
+    def _graph(self, train_fn, slot, weighted: bool):
+        def read_experience():
+            return tf.nest.map_structure(lambda variable: variable.read_value(), slot[0])
+
+        if not weighted:
+            @tf.function(autograph=False)
+            def train():
+                loss, _ = train_fn(read_experience(), None)
+                self.loss.assign(loss)
+
+            return train
+
+        @tf.function(autograph=False)
+        def train_weighted():
+            loss, td_errors = train_fn(read_experience(), self._weights.read())
+            self.loss.assign(loss)
+            self._td_errors.write(td_errors)
+
+        return train_weighted
+
+    def _info_graph(self, slot):
+        @tf.function(autograph=False)
+        def read_info():
+            tf.nest.map_structure(lambda output, variable: output.write(variable.read_value()), self._info, slot[1])
+
+        return read_info
+
+    def train(self, index: int) -> None:
+        """SGD step(s) on slot `index`; returns nothing, so no tensor reaches Python."""
+        self._plain[index]()
+
+    def sample_info(self, index: int):
+        """Slot `index`'s Reverb sample info (key, probability, table_size, ...) as numpy arrays, one per item."""
+        self._read_info[index]()
+        return tf.nest.map_structure(lambda output: output.value.copy(), self._info)
+
+    def train_weighted(self, index: int, weights: np.ndarray) -> np.ndarray:
+        """SGD step(s) on slot `index` with importance weights; returns the TD errors (prioritized replay)."""
+        self._weights.set(weights)
+        self._weighted[index]()
+        return self._td_errors.value.copy()
+
+
+class BatchStats:
+    """The last loss and the mean max-Q of a staged batch, per slot, in one graph call that returns nothing.
+
+    The values come back through a `dqn.host.HostOutput`: returning them (or reading the loss variable eagerly) kept
+    ~95 B per summary for good on Python 3.11 + TF 2.15 (tensorflow/tensorflow#62551).
+    """
+
+    def __init__(self, bundle: AgentBundle, batch_size: int, slots: list, loss: tf.Variable):
+        self._output = HostOutput([2], tf.float32)
+        network = bundle.agent._q_network
+
+        def graph(experience):
+            @tf.function(autograph=False)
+            def measure():
+                observation = tf.nest.map_structure(lambda v: v.read_value()[:batch_size, 0], experience.observation)
+                step_type = experience.step_type.read_value()[:batch_size, 0]
+                state = network.get_initial_state(batch_size) if network.state_spec else ()
+                q_values, _ = network(observation, step_type=step_type, network_state=state, training=False)
+                self._output.write(tf.stack([loss.read_value(), tf.reduce_mean(tf.reduce_max(q_values, axis=-1))]))
+
+            return measure
+
+        self._graphs = [graph(slot[0]) for slot in slots]
+
+    def measure(self, index: int) -> tuple[float, float]:
+        """(last loss, mean over the first batch rows of max_a Q(s_0, a)) on slot `index`."""
+        self._graphs[index]()
+        loss, mean_q = self._output.value
+        return float(loss), float(mean_q)

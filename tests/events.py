@@ -1,0 +1,15 @@
+"""Reading TensorBoard event files back in tests."""
+
+
+def read_scalars(directory):
+    """{tag: [(step, value), ...]} from the TensorBoard event files in `directory`."""
+    import tensorflow as tf
+    from tensorflow.core.util import event_pb2
+
+    scalars = {}
+    for path in sorted(directory.glob("events.out.tfevents.*")):
+        for record in tf.data.TFRecordDataset(str(path)):
+            event = event_pb2.Event.FromString(record.numpy())
+            for value in event.summary.value:
+                scalars.setdefault(value.tag, []).append((event.step, float(tf.make_ndarray(value.tensor))))
+    return scalars
