@@ -22,6 +22,7 @@ from dqn.health import start_health
 from dqn.progress import EpisodeStats, write_progress
 from dqn.replay import check_table_matches, wait_for_server
 from dqn.runtime import StopSignal
+from dqn.summaries import GraphScalars
 from dqn.weights import FlatWeights, WeightsPuller
 
 log = logging.getLogger("actor")
@@ -72,6 +73,8 @@ class Actor:
         self.policy_weights = FlatWeights(self.bundle.policy_variables)
         self.summary_dir = config.path(f"actor-{config.actor_id}")
         self.writer = tf.summary.create_file_writer(self.summary_dir)
+        self.scalars = GraphScalars(self.writer)
+        self.epsilon = config.epsilon_start  # the value in the collect policy's epsilon variable
         self.rng = np.random.default_rng(self.seed)
         self.stats = EpisodeStats(config.num_envs)
         self.weights_step = -1
@@ -91,7 +94,10 @@ class Actor:
         self.policy_lag = max(0, weights.train_step - self.weights_step) if self.weights_step >= 0 else 0
         self.weights_step = weights.train_step
         self.weights_digest = weights.digest()
-        self.bundle.epsilon.assign(actor_epsilon(self.config, self.weights_step))
+        epsilon = actor_epsilon(self.config, self.weights_step)
+        if epsilon != self.epsilon:  # constant after the decay: no eager assign (and its kept tensor) per refresh
+            self.bundle.epsilon.assign(epsilon)
+            self.epsilon = epsilon
 
     def _notice(self, message: str, *args: object) -> None:
         """Logs a degraded-state message at most every 15 s."""
@@ -148,16 +154,16 @@ class Actor:
             return
         rate = (self.env_steps - last_steps) / (now - last_time)
         self._last_summary = (now, self.env_steps)
-        with self.writer.as_default(step=self.env_steps):
-            tf.summary.scalar("actor/env_steps_per_sec", rate)
-            tf.summary.scalar("actor/epsilon", float(self.bundle.epsilon.numpy()) if self.weights_step >= 0 else 1.0)
-            tf.summary.scalar("actor/weights_train_step", self.weights_step)
-            tf.summary.scalar("actor/policy_lag_at_refresh", self.policy_lag)
-            tf.summary.scalar("actor/episodes", self.stats.episodes)
-            tf.summary.scalar("actor/throttled_seconds", self.throttled_s)
-            if self.stats.recent_returns:
-                tf.summary.scalar("actor/average_return", self.stats.average_return())
-                tf.summary.scalar("actor/average_episode_length", self.stats.average_length())
+        scalars = {"actor/env_steps_per_sec": rate,
+                   "actor/epsilon": self.epsilon if self.weights_step >= 0 else 1.0,
+                   "actor/weights_train_step": self.weights_step,
+                   "actor/policy_lag_at_refresh": self.policy_lag,
+                   "actor/episodes": self.stats.episodes,
+                   "actor/throttled_seconds": self.throttled_s}
+        if self.stats.recent_returns:
+            scalars.update({"actor/average_return": self.stats.average_return(),
+                            "actor/average_episode_length": self.stats.average_length()})
+        self.scalars.write(self.env_steps, scalars)  # one graph call (dqn/summaries.py)
         write_progress(self.summary_dir, env_steps=self.env_steps, env_steps_per_sec=rate,
                        episodes=self.stats.episodes, weights_train_step=self.weights_step,
                        weights_digest=self.weights_digest, items=self.streams.items_created, status=self.status)

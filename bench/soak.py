@@ -1,7 +1,9 @@
 """Soak (RELIABILITY L1): the whole system for N minutes, one actor killed (-9) and restarted periodically.
 
-Prints kills vs restarts, train steps before/after each kill, and an RSS trend per role (least-squares
-slope in MiB/min over the second half, so start-up growth is not counted).
+Prints kills vs restarts, train steps before/after each kill, and an RSS trend per role: the least-squares slope
+in MiB/min over the second half of the run, and the growth of each process while it lives (a slope fitted within
+each process life, after its first minute: killed actors restart every few minutes, so a slope across their
+lives would hide a process that grows).
 
 Run: python bench/soak.py [--minutes 10] [--kill-every-s 60]
 """
@@ -36,20 +38,43 @@ def start(role: str, root: str, *flags: str) -> subprocess.Popen:
                             stdout=log, stderr=subprocess.STDOUT)
 
 
-def slope_mib_per_min(samples: list[tuple[float, float]]) -> float:
-    """Least-squares RSS slope over the second half of the run."""
+def slope_mib_per_min(samples: list[tuple[float, int, float]]) -> float:
+    """Least-squares RSS slope over the second half of the run (across restarts)."""
     half = samples[len(samples) // 2:]
     if len(half) < 3:
         return float("nan")
     t = np.array([s[0] for s in half]) / 60
-    rss = np.array([s[1] for s in half]) / 2**20
+    rss = np.array([s[2] for s in half]) / 2**20
     return float(np.polyfit(t, rss, 1)[0])
 
 
-def rss_near(samples: list[tuple[float, float]], fraction: float) -> float:
+def within_life_slope(samples: list[tuple[float, int, float]], warmup_s: float = 60.0) -> tuple[float, int]:
+    """(MiB/min, lives used): one slope fitted to every process life at once, each life with its own level.
+
+    Only samples after a life's first `warmup_s` and in the second half of the run count.
+    """
+    half_time = samples[-1][0] / 2
+    lives: dict[int, list[tuple[float, float]]] = {}
+    for t, pid, rss in samples:
+        lives.setdefault(pid, []).append((t, rss))
+    numerator = denominator = 0.0
+    used = 0
+    for life in lives.values():
+        kept = [(t, rss) for t, rss in life if t - life[0][0] >= warmup_s and t >= half_time]
+        if len(kept) < 3:
+            continue
+        t = np.array([k[0] for k in kept]) / 60
+        rss = np.array([k[1] for k in kept]) / 2**20
+        numerator += float(np.sum((t - t.mean()) * (rss - rss.mean())))
+        denominator += float(np.sum((t - t.mean()) ** 2))
+        used += 1
+    return (numerator / denominator if denominator else float("nan")), used
+
+
+def rss_near(samples: list[tuple[float, int, float]], fraction: float) -> float:
     """Median RSS (MiB) of the samples within 30 s of `fraction` of the run (smooths sampling noise)."""
     at = samples[-1][0] * fraction
-    near = [value for t, value in samples if abs(t - at) <= 30] or [samples[-1][1]]
+    near = [value for t, _, value in samples if abs(t - at) <= 30] or [samples[-1][2]]
     return float(np.median(near)) / 2**20
 
 
@@ -70,14 +95,14 @@ def main() -> None:
     roles["evaluator"] = start("evaluator", root, *address, "--eval-interval", "2000")
 
     started = time.monotonic()
-    rss: dict[str, list[tuple[float, float]]] = {name: [] for name in roles}
+    rss: dict[str, list[tuple[float, int, float]]] = {name: [] for name in roles}  # (t, pid, bytes)
     kills, restarts, events = 0, 0, []
     next_kill = started + args.kill_every_s
     while time.monotonic() - started < args.minutes * 60:
         now = time.monotonic() - started
         for name, process in roles.items():
             if process.poll() is None:
-                rss[name].append((now, psutil.Process(process.pid).memory_info().rss))
+                rss[name].append((now, process.pid, psutil.Process(process.pid).memory_info().rss))
         crashed = [n for n, p in roles.items() if p.poll() is not None]
         if crashed:
             print(f"CRASHED: {crashed}")
@@ -107,15 +132,16 @@ def main() -> None:
     for event in events:
         print(f"  {event}")
     print(f"{'role':<14} {'rss start MiB':>14} {'at 1/2':>8} {'at 3/4':>8} {'rss end MiB':>12} "
-          f"{'slope MiB/min (2nd half)':>26}")
+          f"{'slope MiB/min (2nd half)':>26} {'within lives MiB/min (lives)':>30}")
     for name, samples in rss.items():
         if samples:
-            print(f"{name:<14} {samples[0][1] / 2**20:>14.0f} {rss_near(samples, 0.5):>8.1f} "
-                  f"{rss_near(samples, 0.75):>8.1f} {samples[-1][1] / 2**20:>12.0f} "
-                  f"{slope_mib_per_min(samples):>26.2f}")
+            slope, lives = within_life_slope(samples)
+            print(f"{name:<14} {samples[0][2] / 2**20:>14.0f} {rss_near(samples, 0.5):>8.1f} "
+                  f"{rss_near(samples, 0.75):>8.1f} {samples[-1][2] / 2**20:>12.0f} "
+                  f"{slope_mib_per_min(samples):>26.2f} {slope:>24.2f} ({lives})")
     with open(os.path.join(root, "rss.json"), "w", encoding="utf-8") as handle:
         json.dump(rss, handle)
-    print(f"RSS samples (seconds, bytes) per role: {os.path.join(root, 'rss.json')}")
+    print(f"RSS samples (seconds, pid, bytes) per role: {os.path.join(root, 'rss.json')}")
 
 
 if __name__ == "__main__":

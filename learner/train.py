@@ -243,8 +243,7 @@ class Learner:
                     last_warning = time.monotonic()
                     log.warning("no new data for %.0f s (replay below min size, actors stopped, or replay server "
                                 "unreachable); waiting", waited)
-                    with self.writer.as_default(step=step):
-                        tf.summary.scalar("replay/seconds_without_data", waited)
+                    self.scalars.write(step, {"replay/seconds_without_data": waited})
                     write_progress(self.summary_dir, train_step=step, sgd_steps_per_sec=0.0,
                                    status=f"no new data for {waited:.0f} s")
                 continue
