@@ -1,5 +1,7 @@
 """Soak (RELIABILITY L1): the whole system for N minutes, one actor killed (-9) and restarted periodically.
 
+actor-1 is the one killed; actor-0 runs the whole soak, so an actor's steady-state memory trend shows too.
+
 Prints kills vs restarts, train steps before/after each kill, and an RSS trend per role: the least-squares slope
 in MiB/min over the second half of the run, and the growth of each process while it lives (a slope fitted within
 each process life, after its first minute: killed actors restart every few minutes, so a slope across their
@@ -108,7 +110,7 @@ def main() -> None:
             print(f"CRASHED: {crashed}")
             break
         if time.monotonic() >= next_kill:
-            victim = f"actor-{kills % 2}"
+            victim = "actor-1"
             before = read_progress(os.path.join(root, "learner")).get("train_step", 0)
             roles[victim].kill()
             roles[victim].wait(30)
