@@ -35,9 +35,9 @@ class DeadlineCaller:
     """Runs calls on a reused daemon worker thread with a deadline; at most one abandoned call lingers at a time.
 
     One long-lived worker, not a thread per call: a new thread several times a second kept ~290 B of the learner's
-    memory per weight publication (glibc spreads short-lived threads over its malloc arenas; measured in a /tmp
-    probe, 0.1 MiB/min at 360 publications/min). A worker whose call overran its deadline is abandoned and a new
-    one takes the next call once the stuck one has finished.
+    memory per weight publication (measured in a /tmp probe, 0.1 MiB/min at 360 publications/min; glibc spreading
+    short-lived threads over its malloc arenas is the likely cause, not verified). A worker whose call overran
+    its deadline is abandoned and a new one takes the next call once the stuck one has finished.
     """
 
     def __init__(self) -> None:
