@@ -4,8 +4,8 @@ actor-1 is the one killed; actor-0 runs the whole soak, so an actor's steady-sta
 
 Prints kills vs restarts, train steps before/after each kill, and an RSS trend per role: the least-squares slope
 in MiB/min over the second half of the run, and the growth of each process while it lives (a slope fitted within
-each process life, after its first minute: killed actors restart every few minutes, so a slope across their
-lives would hide a process that grows).
+each process life, after its first minute of samples: a killed actor restarts every ~85 s at the defaults, so a
+slope across its lives would hide a process that grows).
 
 Run: python bench/soak.py [--minutes 10] [--kill-every-s 60]
 """

@@ -83,7 +83,7 @@ class BatchStats:
 
     def __init__(self, bundle: AgentBundle, batch_size: int, slots: list, loss: tf.Variable):
         self._output = HostOutput([2], tf.float32)
-        network = bundle.agent._q_network
+        network = bundle.q_network  # the agent's own Q-network (the bundle keeps it public)
 
         def graph(experience):
             @tf.function(autograph=False)
