@@ -2,7 +2,7 @@
 
 A full `dqn-service local` run costs 2-3 minutes of both cores per seed, too slow to compare settings over many
 seeds. This model keeps what shapes learning and drops the transport: the same `build_agent` (network, agent,
-optimizer, target updates), the same batched gymnasium envs (2 actors x 64 by default), the same ratio of env steps
+optimizer, target updates), the same batched gymnasium envs (2 actors x 32 by default), the same ratio of env steps
 to SGD steps (batch_size / samples_per_insert), the same epsilon schedule, the actors' policy lag (weights copied
 every publish interval) and the evaluator's test (greedy average >= 475 over 10 episodes every eval interval, from
 the same 10 start states each time, as the evaluator does; `--fresh-eval-seeds` draws new ones per evaluation).

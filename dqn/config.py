@@ -279,9 +279,11 @@ class ActorConfig(CommonConfig):
     actor_id: int = setting(0, "index of this actor (seeds, log dir actor-<id>, Ape-X epsilon); -1 = derive a "
                                   "stable id from the hostname (scaled compose/Kubernetes replicas)", ge=-1)
     num_actors: int = setting(2, "actors in the system (for per-actor epsilon)", ge=1)
-    num_envs: int = setting(64, "parallel environments in this actor process (64: bench/actor_throughput.py "
-                                "measured 2-3.5x the items/s of 8 envs on 2 cores, as the policy call and the "
-                                "backpressure flush are paid once per batch; 128 added little)", ge=1)
+    num_envs: int = setting(32, "parallel environments in this actor process (32: with 2 actors every env "
+                                "advances one step per SGD step, so long episodes reach replay early; "
+                                "bench/learning_sim.py solved 7/12 seeds at 32, 4/12 at 64, 2/12 at 128, and "
+                                "bench/time_to_solve.py 4/8 quick solves at 32 against 2/8 at 64, seeds paired; "
+                                "64 wrote 1.1x the transitions/s per actor in bench/actor_throughput.py)", ge=1)
     warmup_steps: int = setting(1000, "random-policy env steps per actor before using the Q-network "
                                       "(the book warms up with a random policy)", ge=0)
     weights_refresh_interval: int = setting(400, "env steps between weight refreshes", ge=1)
