@@ -1,7 +1,8 @@
 """The actor process: N parallel envs, batched epsilon-greedy inference, 2-step (or n + 1-step) items per env block.
 
-Loop: random warm-up steps, then the agent's collect policy on the whole batch of envs in one
-`tf.function` call per step; weights are swapped in from the `WeightsPuller` without ever blocking.
+Loop: random warm-up steps, then the agent's collect policy on the whole batch of envs, one call per step:
+in numpy for a plain MLP Q-network (dqn/host_policy.py), else one `tf.function` call; weights are swapped in
+from the `WeightsPuller` without ever blocking.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import time
 
 import numpy as np
 import tensorflow as tf
+from threadpoolctl import threadpool_limits
 
 from actor.block_writer import BlockStreams
 from actor.td_priority import ActorTdPriorities
@@ -19,6 +21,7 @@ from dqn.agent import batched_actions, batched_actions_and_q_values, build_agent
 from dqn.config import ActorConfig
 from dqn.envs import EnvOptions, GymnasiumVectorEnvironment, env_specs
 from dqn.health import start_health
+from dqn.host_policy import HostEpsilonGreedy, HostQNetwork
 from dqn.progress import EpisodeStats, write_progress
 from dqn.replay import check_table_matches, wait_for_server
 from dqn.runtime import StopSignal
@@ -64,13 +67,17 @@ class Actor:
         self.env = GymnasiumVectorEnvironment(config.env_id, config.num_envs, seed=self.seed, options=options)
         observation_spec, action_spec, _ = env_specs(config.env_id, options)
         self.streams = make_streams(client, config, observation_spec, action_spec)
-        self.act = batched_actions(self.bundle.agent.collect_policy, config.num_envs)
+        self.host_policy = self._host_policy()
+        if self.host_policy is None:
+            self.act = batched_actions(self.bundle.agent.collect_policy, config.num_envs)
+            self.policy_weights = FlatWeights(self.bundle.policy_variables)
         self.td_priorities: ActorTdPriorities | None = None
         if config.actors_send_priorities():
-            self.act_and_q = batched_actions_and_q_values(self.bundle.agent.collect_policy, self.bundle.q_network)
+            if self.host_policy is None:
+                self.act_and_q = batched_actions_and_q_values(self.bundle.agent.collect_policy,
+                                                              self.bundle.q_network)
             self.td_priorities = ActorTdPriorities(config.num_envs, config.gamma)
         self.puller = WeightsPuller(config.replay_address, config.rpc_timeout_s)
-        self.policy_weights = FlatWeights(self.bundle.policy_variables)
         self.summary_dir = config.path(f"actor-{config.actor_id}")
         self.writer = tf.summary.create_file_writer(self.summary_dir)
         self.scalars = GraphScalars(self.writer)
@@ -86,11 +93,23 @@ class Actor:
         self._last_summary = (time.monotonic(), 0)
         self._last_notice = 0.0
 
+    def _host_policy(self) -> HostEpsilonGreedy | None:
+        """The numpy collect policy (inference auto and an MLP the mirror matches), else None: graph calls."""
+        if self.config.inference != "auto":
+            return None
+        network = HostQNetwork.mirror(self.bundle.q_network, self.bundle.policy_variables)
+        if network is None:
+            return None
+        return HostEpsilonGreedy(network, self.bundle.action_spec, seed=self.seed + 1)
+
     def _apply_new_weights(self) -> None:
         weights = self.puller.latest()
         if weights is None:
             return
-        self.policy_weights.assign(weights.variables)
+        if self.host_policy is not None:
+            self.host_policy.network.set_weights(weights.variables)
+        else:
+            self.policy_weights.assign(weights.variables)
         self.policy_lag = max(0, weights.train_step - self.weights_step) if self.weights_step >= 0 else 0
         self.weights_step = weights.train_step
         self.weights_digest = weights.digest()
@@ -130,6 +149,8 @@ class Actor:
             spec = self.bundle.action_spec
             action = self.rng.integers(int(spec.minimum), int(spec.maximum) + 1, size=config.num_envs,
                                        dtype=np.int64)
+        elif self.host_policy is not None:
+            action, q_values = self.host_policy.actions_and_q_values(self.time_step.observation, self.epsilon)
         elif self.td_priorities is not None:
             action, q_values = self.act_and_q(self.time_step)
         else:
@@ -201,14 +222,16 @@ def run(config: ActorConfig) -> int:
     """Collects until stopped (SIGTERM/SIGINT) or `max_env_steps`; returns the exit code."""
     tf.config.threading.set_intra_op_parallelism_threads(1)  # many processes share few cores
     tf.config.threading.set_inter_op_parallelism_threads(1)
+    threadpool_limits(1, user_api="blas")  # numpy's inference too: a second BLAS thread would spin on a busy core
     stop = StopSignal()
     health = start_health(config.health_port, "actor")
     client = wait_for_server(config.replay_address, wait_s=config.connect_timeout_s,
                              call_timeout_s=config.rpc_timeout_s)
     actor = Actor(config, client, stop)
     health.set(True)
-    log.info("actor %d: %d envs of %s, writing to %s%s", config.actor_id, config.num_envs, config.env_id,
-             config.replay_address, "; initial priorities: own TD errors" if actor.td_priorities else "")
+    log.info("actor %d: %d envs of %s, writing to %s; policy in %s%s", config.actor_id, config.num_envs,
+             config.env_id, config.replay_address, "numpy" if actor.host_policy else "a graph call",
+             "; initial priorities: own TD errors" if actor.td_priorities else "")
     actor.run()
     log.info("stopping after %d env steps (%s)", actor.env_steps, stop.signal_name or "max_env_steps reached")
     health.set(False)

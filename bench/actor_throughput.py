@@ -4,7 +4,8 @@ For each num_envs, side by side in one run against one real replay server (no le
   ceiling  raw gymnasium sync vector env (NEXT_STEP autoreset), random actions: env steps/s
   ours     `actor.collect.Actor` (collect policy on published weights, writes blocks of --envs-per-item envs):
            transitions landing in the replay table per second (server's insert count before/after, after a
-           flush, times the envs per item)
+           flush, times the envs per item); its policy runs in numpy (the default, dqn/host_policy.py)
+  graph    the same Actor with --inference graph: the TF-Agents collect policy in one graph call per step
   stock    TF-Agents PyDriver + PyTFEagerPolicy(collect_policy) + ReverbAddTrajectoryObserver(2, stride 1)
            on one GymnasiumEnvironment: items landing in the table per second
 
@@ -126,6 +127,9 @@ def main() -> None:
     tf.config.threading.set_intra_op_parallelism_threads(1)  # as actor.collect.run: one process per core share
     tf.config.threading.set_inter_op_parallelism_threads(1)
     from tf_agents.policies import py_tf_eager_policy
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(1, user_api="blas")  # as actor.collect.run
 
     from dqn.agent import build_agent
     from dqn.config import ActorConfig
@@ -149,25 +153,31 @@ def main() -> None:
         print(f"{base.env_id}, Q-network {base.fc_layer_params}, {args.seconds:.0f} s per figure, "
               f"replay server at {address} (no learner, no rate limiter), {args.envs_per_item} env(s) per item")
         header = (f"{'num_envs':>8} {'ceiling steps/s':>15} {'ours trans/s':>12} {'ours steps/s':>12} "
-                  f"{'stock items/s':>13} {'stock steps/s':>13} {'ours/ceiling':>12} {'ours/stock':>10} "
-                  f"{'ours/target':>11}")
+                  f"{'graph trans/s':>13} {'stock items/s':>13} {'stock steps/s':>13} {'ours/ceiling':>12} "
+                  f"{'ours/graph':>10} {'ours/stock':>10} {'ours/target':>11}")
         print(header)
         for num_envs in counts:
             config = dataclasses.replace(base, num_envs=num_envs, actor_id=num_envs)
             actor = make_actor(config, client)
+            graph_actor = make_actor(dataclasses.replace(config, inference="graph", actor_id=num_envs + 1), client)
+            if actor.host_policy is None or graph_actor.host_policy is not None:
+                raise SystemExit("expected numpy inference for 'ours' and a graph call for 'graph'")
             # Interleaved halves so a burst of load on the shared box hits every figure alike.
-            raw = (ceiling(base.env_id, num_envs, args.seconds / 2),)
-            our = (ours(actor, client, args.seconds / 2),)
-            theirs = (stock(stock_env, stock_policy, client, args.stock_seconds / 2),)
-            raw += (ceiling(base.env_id, num_envs, args.seconds / 2),)
-            our += (ours(actor, client, args.seconds / 2),)
-            theirs += (stock(stock_env, stock_policy, client, args.stock_seconds / 2),)
+            raw, our, graph, theirs = (), (), (), ()
+            for _ in range(2):
+                raw += (ceiling(base.env_id, num_envs, args.seconds / 2),)
+                our += (ours(actor, client, args.seconds / 2),)
+                graph += (ours(graph_actor, client, args.seconds / 2),)
+                theirs += (stock(stock_env, stock_policy, client, args.stock_seconds / 2),)
             actor.close()
+            graph_actor.close()
             raw_rate = sum(raw) / 2
             our_items, our_steps = (sum(x) / 2 for x in zip(*our, strict=True))
+            graph_items = sum(items for items, _ in graph) / 2
             stock_items, stock_steps = (sum(x) / 2 for x in zip(*theirs, strict=True))
-            print(f"{num_envs:>8} {raw_rate:>15,.0f} {our_items:>12,.0f} {our_steps:>12,.0f} {stock_items:>13,.0f} "
-                  f"{stock_steps:>13,.0f} {our_items / raw_rate:>11.0%} {our_items / stock_items:>9.0f}x "
+            print(f"{num_envs:>8} {raw_rate:>15,.0f} {our_items:>12,.0f} {our_steps:>12,.0f} {graph_items:>13,.0f} "
+                  f"{stock_items:>13,.0f} {stock_steps:>13,.0f} {our_items / raw_rate:>11.0%} "
+                  f"{our_items / graph_items:>9.2f}x {our_items / stock_items:>9.0f}x "
                   f"{our_items / TARGET_STEPS_PER_SEC:>10.0%}", flush=True)
         stock_env.close()
     print(f"ratios use ours in transitions/s reaching the table (items x envs per item; stock: 1 per item); "

@@ -34,8 +34,11 @@ def start_roles(spawn, server, root, num_actors=2, learner=True, learner_flags=(
                                  "--publish-interval", "25", "--summary-interval", "25",
                                  "--checkpoint-interval", "100000", *learner_flags, name="learner")
     for i in range(num_actors):
+        # actor-1 runs the TF-Agents policy in a graph call, actor-0 its numpy mirror (the default for an MLP).
+        inference = ("--inference", "graph") if i == 1 else ()
         roles[f"actor-{i}"] = spawn("actor", *common, "--actor-id", str(i), "--num-envs", "4", "--warmup-steps", "200",
-                                    "--summary-interval-s", "1", "--weights-refresh-interval", "40", name=f"actor-{i}")
+                                    "--summary-interval-s", "1", "--weights-refresh-interval", "40", *inference,
+                                    name=f"actor-{i}")
     roles["evaluator"] = spawn("evaluator", *common, "--eval-interval", "50", "--eval-episodes", "3",
                                "--poll-interval-s", "0.5", name="evaluator")
     return roles
@@ -66,6 +69,7 @@ def test_actors_insert_learner_trains_publishes_evaluator_reports(spawn, replay_
     record = json.loads((root / "evaluator" / "evals.jsonl").read_text().splitlines()[0])
     assert record["episodes"] == 3 and record["average_return"] > 0
     assert all(role.alive() for role in roles.values()), {n: r.log()[-2000:] for n, r in roles.items()}
+    assert "policy in numpy" in roles["actor-0"].log() and "policy in a graph call" in roles["actor-1"].log()
 
     # Stop the learner: it checkpoints and publishes its final weights; actors must pick exactly those up.
     assert roles["learner"].terminate() == 0
