@@ -1,7 +1,7 @@
 """Learner throughput: SGD steps/s fed from a replay server vs. the same train step on a fixed batch.
 
 Run: python bench/learner_throughput.py [--seconds 15] [--envs-per-item 1,16]
-     [--intra-op-threads 1 --inter-op-threads 4]   (threads other than the learner's default)
+     [--intra-op-threads 2 --inter-op-threads 2]   (threads other than the learner's auto choice)
 """
 
 from __future__ import annotations
@@ -42,18 +42,20 @@ def main() -> None:
 
     defaults = LearnerConfig()
     parser.add_argument("--intra-op-threads", type=int, default=defaults.intra_op_threads,
-                        help="as the learner's flag; 0 = TF's default (the learner's default)")
+                        help="as the learner's flag; 0 = auto (the learner's default)")
     parser.add_argument("--inter-op-threads", type=int, default=defaults.inter_op_threads,
-                        help="as the learner's flag; 0 = TF's default (the learner's default)")
+                        help="as the learner's flag; 0 = auto (the learner's default)")
     args = parser.parse_args()
 
     import tensorflow as tf
     from tf_agents.utils import common
 
     # As learner.train.run does, before TF starts: the fixed and the fed step share these settings.
-    tf.config.threading.set_intra_op_parallelism_threads(args.intra_op_threads)
-    tf.config.threading.set_inter_op_parallelism_threads(args.inter_op_threads)
-    print(f"TF threads: intra-op {args.intra_op_threads}, inter-op {args.inter_op_threads} (0 = TF's default)")
+    intra, inter = dataclasses.replace(defaults, intra_op_threads=args.intra_op_threads,
+                                       inter_op_threads=args.inter_op_threads).tf_threads()
+    tf.config.threading.set_intra_op_parallelism_threads(intra)
+    tf.config.threading.set_inter_op_parallelism_threads(inter)
+    print(f"TF threads: intra-op {intra}, inter-op {inter} (0 = TF's default)")
 
     from dqn.agent import build_agent
     from learner.feed import StagedBatches

@@ -221,11 +221,11 @@ class LearnerConfig(CommonConfig):
     train_steps_per_call: int = setting(1, "SGD steps per tf.function call; each call samples batch_size * this",
                                         ge=1)
     intra_op_threads: int = setting(
-        0, "TensorFlow threads inside one op; 0 = TF's default (one per core). 1 with --inter-op-threads 4 gave the "
-           "learner ~11 percent more SGD steps/s on 2 cores but fewer quick CartPole solves (README Performance)",
-        ge=0)
-    inter_op_threads: int = setting(0, "TensorFlow threads running independent ops; 0 = TF's default (one per core)",
-                                    ge=0)
+        0, "TensorFlow threads inside one op; 0 = auto: 1 on a machine of 2 or fewer cores (with inter_op_threads "
+           "auto, 4: 1.26x the service's SGD steps/s of TF's default on 2 cores, README Performance), TF's default "
+           "(one per core) on more", ge=0)
+    inter_op_threads: int = setting(0, "TensorFlow threads running independent ops; 0 = auto: 4 on 2 or fewer "
+                                        "cores, TF's default (one per core) on more", ge=0)
     max_train_steps: int = setting(
         100_000, "stop after this many train steps (~7 min at the service's ~230 SGD steps/s on 2 cores)", ge=1)
     publish_interval: int = setting(50, "train steps between weight publications to the variables table", ge=1)
@@ -261,6 +261,16 @@ class LearnerConfig(CommonConfig):
         if self.replay_dataset == "streams" and (total // envs) % calls:
             raise ConfigError("num_parallel_calls", f"must divide the items per sampled batch ({total // envs} "
                                                     f"items of {envs} transitions) with replay_dataset streams")
+
+    def tf_threads(self, cpus: int | None = None) -> tuple[int, int]:
+        """(intra-op, inter-op) TensorFlow threads with auto (0) resolved; 0 in the result = TF's default.
+
+        On 2 cores the learner shares the machine with actors and the replay server: one thread per op keeps its
+        small matmuls off TF's shared pool, and 4 inter-op threads let the feed's staging run beside the step.
+        """
+        cpus = cpus or len(os.sched_getaffinity(0))
+        few = cpus <= 2
+        return (self.intra_op_threads or (1 if few else 0), self.inter_op_threads or (4 if few else 0))
 
     def parallel_calls(self) -> int:
         """num_parallel_calls with auto (0) resolved for the input pipeline and replay layout."""

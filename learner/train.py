@@ -320,7 +320,10 @@ class Learner:
 def run(config: LearnerConfig) -> int:
     """Entry point for `dqn-service learner`."""
     # Before anything else touches TensorFlow: its runtime reads these once.
-    tf.config.threading.set_intra_op_parallelism_threads(config.intra_op_threads)
-    tf.config.threading.set_inter_op_parallelism_threads(config.inter_op_threads)
+    intra_op_threads, inter_op_threads = config.tf_threads()
+    tf.config.threading.set_intra_op_parallelism_threads(intra_op_threads)
+    tf.config.threading.set_inter_op_parallelism_threads(inter_op_threads)
+    log.info("TensorFlow threads: intra-op %s, inter-op %s", intra_op_threads or "TF's default",
+             inter_op_threads or "TF's default")
     return Learner(config).run()
 

@@ -119,3 +119,11 @@ def test_actor_envs_must_fill_whole_blocks_and_auto_picks_per_env_items_for_an_r
     assert resolve(ActorConfig, environ={}, flags={"num_envs": "6", "lstm_size": "8"}).item_envs() == 1
     config = resolve(LearnerConfig, environ={}, flags={})
     assert config.item_envs() == 16 and config.replay_items(100_000) == 6250 and config.replay_items(1000) == 63
+
+
+def test_learner_threads_auto_is_one_per_op_and_four_inter_op_on_two_cores_tf_default_on_more():
+    assert LearnerConfig().tf_threads(cpus=2) == (1, 4)
+    assert LearnerConfig().tf_threads(cpus=1) == (1, 4)
+    assert LearnerConfig().tf_threads(cpus=8) == (0, 0)  # 0: TF's default, one thread per core
+    explicit = LearnerConfig(intra_op_threads=2, inter_op_threads=3)
+    assert explicit.tf_threads(cpus=2) == (2, 3) and explicit.tf_threads(cpus=8) == (2, 3)
