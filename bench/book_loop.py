@@ -36,7 +36,8 @@ def run_book_loop(seed: int, budget_s: float, eval_interval: int = 100, target: 
     from dqn.envs import GymnasiumEnvironment
     from evaluator.evaluate import make_episodes
 
-    config = LocalConfig(seed=seed)
+    # One env's trajectory per item, as the book's observer writes it (not the service's blocks of envs).
+    config = LocalConfig(seed=seed, envs_per_item=1)
     bundle = build_agent(config)
     agent = bundle.agent
     table = reverb.Table("replay", reverb.selectors.Uniform(), reverb.selectors.Fifo(), config.replay_max_size,

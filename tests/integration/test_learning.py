@@ -28,3 +28,12 @@ def test_local_defaults_learn_well_above_random(tmp_path):
     assert best >= 150 > 5 * RANDOM_POLICY_RETURN, evals
     summary = re.search(r"summary: solved=(\w+) wall_time=([\d.]+)s env_steps=(\d+) train_steps=(\d+)", result.stdout)
     assert summary and summary.group(1) == "yes" and int(summary.group(4)) > 0
+
+
+def test_book_loop_baseline_runs_and_evaluates():
+    """bench/time_to_solve.py's baseline: the book's single-process loop must train and evaluate, not error out."""
+    result = subprocess.run([sys.executable, str(REPO / "bench" / "book_loop.py"), "--seed", "1", "--budget-s", "30"],
+                            capture_output=True, text=True, cwd=REPO, timeout=240)
+    assert result.returncode == 0, result.stderr[-3000:]
+    run = json.loads(result.stdout.strip().splitlines()[-1])
+    assert run["train_steps"] >= 100 and run["best_eval_return"] > 0, run
