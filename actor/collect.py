@@ -115,7 +115,8 @@ class Actor:
         self.weights_digest = weights.digest()
         epsilon = actor_epsilon(self.config, self.weights_step)
         if epsilon != self.epsilon:  # constant after the decay: no eager assign (and its kept tensor) per refresh
-            self.bundle.epsilon.assign(epsilon)
+            if self.host_policy is None:  # only the graph policy reads the variable; numpy gets self.epsilon per step
+                self.bundle.epsilon.assign(epsilon)
             self.epsilon = epsilon
 
     def _notice(self, message: str, *args: object) -> None:
