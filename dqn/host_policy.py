@@ -16,8 +16,8 @@ import numpy as np
 import tensorflow as tf
 from tf_agents.networks import encoding_network, q_network
 
-#: Activations the mirror knows; a Dense layer with any other keeps the graph policy.
-_ACTIVATIONS = {tf.keras.activations.relu: "relu", tf.keras.activations.linear: "linear"}
+#: Activations the mirror knows (True: relu); a Dense layer with any other keeps the graph policy.
+_RELU_OF = {tf.keras.activations.relu: True, tf.keras.activations.linear: False}
 #: Largest |Q| difference from the TF network accepted on the probe batch (float32 sums in another order).
 _TOLERANCE = 1e-4
 
@@ -87,12 +87,12 @@ def _dense_layers(network, variables: list[tf.Variable]) -> list[_DenseLayer] | 
     for layer in [*encoder.layers, *head]:
         if type(layer) is tf.keras.layers.Flatten:
             continue
-        if type(layer) is not tf.keras.layers.Dense or not layer.use_bias or layer.activation not in _ACTIVATIONS:
+        if type(layer) is not tf.keras.layers.Dense or not layer.use_bias or layer.activation not in _RELU_OF:
             return None
         if layer.kernel.ref() not in positions or layer.bias.ref() not in positions:
             return None
         layers.append(_DenseLayer(positions[layer.kernel.ref()], positions[layer.bias.ref()],
-                                  _ACTIVATIONS[layer.activation] == "relu"))
+                                  _RELU_OF[layer.activation]))
     if len(layers) * 2 != len(variables):  # some variable is not a Dense kernel or bias: not a plain MLP
         return None
     return layers
