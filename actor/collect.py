@@ -168,13 +168,13 @@ class Actor:
         self.env_steps += config.num_envs
         self.status = "warming up" if warming_up else "collecting"
 
-    def maybe_summarize(self) -> None:
-        """TensorBoard scalars and the progress file, every summary_interval_s."""
+    def maybe_summarize(self, force: bool = False) -> None:
+        """TensorBoard scalars and the progress file, every summary_interval_s (or now, if forced)."""
         now = time.monotonic()
         last_time, last_steps = self._last_summary
-        if now - last_time < self.config.summary_interval_s:
+        if now - last_time < self.config.summary_interval_s and not force:
             return
-        rate = (self.env_steps - last_steps) / (now - last_time)
+        rate = (self.env_steps - last_steps) / max(now - last_time, 1e-9)
         self._last_summary = (now, self.env_steps)
         scalars = {"actor/env_steps_per_sec": rate,
                    "actor/epsilon": self.epsilon if self.weights_step >= 0 else 1.0,
@@ -214,6 +214,8 @@ class Actor:
     def close(self) -> None:
         """Flushes what the server accepts within the deadline, then releases everything."""
         self.streams.close(timeout_ms=int(self.config.rpc_timeout_s * 1000))
+        self.status = "stopped"
+        self.maybe_summarize(force=True)  # the launcher's final summary reads the env steps from here
         self.puller.close()
         self.writer.flush()
         self.env.close()

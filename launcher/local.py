@@ -186,6 +186,11 @@ def run(config: LocalConfig) -> int:
     crashed_before_stop = topology.crashed()
     exit_codes = topology.stop()
     wall = time.monotonic() - started
+    # The progress files lag by up to a summary interval, so a quick solve can end the run before any was written.
+    # The roles write a last one when they stop, and the solving evaluation names the train step it evaluated.
+    _, final_train_step, final_env_steps = progress_line(config, wall, best)
+    train_step = max(train_step, final_train_step, best["train_step"] if best else 0)
+    env_steps = max(env_steps, final_env_steps)
     solved = reason.startswith("solved")
     print(f"dqn-service local: {reason}", flush=True)
     print(f"summary: solved={'yes' if solved else 'no'} wall_time={wall:.1f}s env_steps={env_steps} "

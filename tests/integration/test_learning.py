@@ -27,7 +27,10 @@ def test_local_defaults_learn_well_above_random(tmp_path):
     best = max(e["average_return"] for e in evals)
     assert best >= 150 > 5 * RANDOM_POLICY_RETURN, evals
     summary = re.search(r"summary: solved=(\w+) wall_time=([\d.]+)s env_steps=(\d+) train_steps=(\d+)", result.stdout)
-    assert summary and summary.group(1) == "yes" and int(summary.group(4)) > 0
+    assert summary and summary.group(1) == "yes", result.stdout[-3000:]
+    # Even when the solve comes before the first progress report, the summary counts the steps that led to it.
+    solving_step = next(e["train_step"] for e in evals if e["average_return"] >= 150)
+    assert int(summary.group(4)) >= solving_step > 0 and int(summary.group(3)) > 0, (summary.group(0), evals)
 
 
 def test_book_loop_baseline_runs_and_evaluates():
