@@ -89,12 +89,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                             args.timeout)
     config_class, target, _ = ROLES[args.command]
     flags = {k: v for k, v in vars(args).items() if k != "command"}
-    from dqn.agent import check_network_input
-    from dqn.envs import EnvOptions, env_specs
     from dqn.runtime import setup_logging
 
     try:
         config = load_config(config_class, flags)
+        if args.command == "local":  # the roles' imports run in the forkserver while the checks below run here
+            from launcher.forked import start_forkserver
+
+            start_forkserver()
+        from dqn.agent import check_network_input  # imports TensorFlow
+        from dqn.envs import EnvOptions, env_specs
         if getattr(config, "actor_id", 0) < 0:  # replicas share one config: give each a stable id of its own
             config = dataclasses.replace(config, actor_id=config.resolved_actor_id())
         # Unknown id, unsupported spaces or a network that does not fit them fail here, before anything starts.

@@ -23,6 +23,7 @@ from dqn.config import LocalConfig
 from dqn.envs import EnvOptions, env_specs
 from dqn.progress import read_progress
 from dqn.runtime import StopSignal
+from launcher.forked import ForkedRole
 
 log = logging.getLogger("local")
 
@@ -34,7 +35,7 @@ class Child:
     """One role process and where its log goes."""
 
     name: str
-    process: subprocess.Popen
+    process: subprocess.Popen | ForkedRole
     log_path: str
     essential: bool = True  # a crash of an essential role fails the run
 
@@ -71,9 +72,12 @@ class Topology:
         return child
 
     def _role(self, name: str, role: str, *flags: str) -> Child:
-        command = [sys.executable, "-m", "launcher", role, "--config", self.config_path,
-                   "--replay-address", self.replay_address, *flags]
-        return self._spawn(name, command)
+        """One role, forked with the ML stack already imported (launcher/forked.py): what `dqn-service ROLE` runs."""
+        argv = [role, "--config", self.config_path, "--replay-address", self.replay_address, *flags]
+        log_path = self.config.path("logs", f"{name}.log")
+        child = Child(name, ForkedRole(name, argv, log_path), log_path)
+        self.children.append(child)
+        return child
 
     def start(self) -> None:
         """Replay server first (so the others find it quickly), then learner, actors, evaluator."""

@@ -161,8 +161,9 @@ def test_local_exits_nonzero_when_a_role_dies(tmp_path):
     local = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO)
     try:
         def actor_child():
-            for child in psutil.Process(local.pid).children():
-                if "actor" in child.cmdline() and "--actor-id" in child.cmdline():
+            # Roles are forked from the launcher's forkserver (launcher/forked.py), which names each process.
+            for child in psutil.Process(local.pid).children(recursive=True):
+                if child.name() == "dqn-actor-0":
                     return child
             return None
 
