@@ -29,7 +29,7 @@ def run_service(seed: int, budget_s: float, extra: list[str]) -> dict:
     root = tempfile.mkdtemp(prefix=f"tts-seed{seed}-")
     command = [sys.executable, "-m", "launcher", "local", "--root-dir", root, "--seed", str(seed),
                "--max-wall-time-s", str(budget_s), *extra]
-    started = time.monotonic()
+    started, started_epoch = time.monotonic(), time.time()
     solved_after, lines = None, []
     with subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as child:
         for line in child.stdout:
@@ -47,7 +47,18 @@ def run_service(seed: int, budget_s: float, extra: list[str]) -> dict:
     return {"seed": seed, "solved": solved,
             "wall_time_s": round(solved_after if solved_after is not None else time.monotonic() - started, 1),
             "env_steps": int(match.group(3)), "train_steps": int(match.group(4)),
-            "best_eval_return": match.group(5), "exit_code": exit_code, "root": root}
+            "best_eval_return": match.group(5), "startup_s": first_eval_after(root, started_epoch),
+            "exit_code": exit_code, "root": root}
+
+
+def first_eval_after(root: str, started_epoch: float) -> float | None:
+    """Seconds from launch to the evaluator's first result (train step 0): the start-up cost of a run."""
+    try:
+        with open(os.path.join(root, "evaluator", "evals.jsonl"), encoding="utf-8") as handle:
+            first = handle.readline()
+    except FileNotFoundError:
+        return None
+    return round(json.loads(first)["time"] - started_epoch, 1) if first.strip() else None
 
 
 def run_book(seed: int, budget_s: float) -> dict:
