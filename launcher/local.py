@@ -99,11 +99,16 @@ class Topology:
         """Essential children that exited with a non-zero code."""
         return [c for c in self.children if c.essential and c.exit_code() not in (None, 0)]
 
-    def stop(self, first: tuple[str, ...] = ("actor", "evaluator", "tensorboard", "learner")) -> dict[str, int]:
-        """SIGTERM in order (data producers first, replay server last); SIGKILL after the grace period."""
-        order = sorted(self.children, key=lambda c: next((i for i, p in enumerate(first) if c.name.startswith(p)),
-                                                          len(first)))
-        for group in (order[:-1], order[-1:]):
+    def stop(self, stages: tuple[tuple[str, ...], ...] = (("actor", "evaluator", "tensorboard"), ("learner",),
+                                                         ("replay-server",))) -> dict[str, int]:
+        """SIGTERM stage by stage, each stage waited for; SIGKILL after the grace period.
+
+        Data producers stop first while the learner still samples: the rate limiter then lets their last items
+        in at once, where with the learner stopped too each actor's final flush waited its full deadline.
+        The replay server stops last and checkpoints what everyone wrote.
+        """
+        for stage in stages:
+            group = [c for c in self.children if c.name.startswith(stage)]
             for child in group:
                 if child.exit_code() is None:
                     child.process.send_signal(signal.SIGTERM)
@@ -188,15 +193,15 @@ def run(config: LocalConfig) -> int:
     if interactive:
         print()
     crashed_before_stop = topology.crashed()
+    wall = time.monotonic() - started  # the moment the run ended (solved, ...), before the roles' shutdown
+    print(f"dqn-service local: {reason} at {wall:.1f} s; stopping the roles", flush=True)
     exit_codes = topology.stop()
-    wall = time.monotonic() - started
     # The progress files lag by up to a summary interval, so a quick solve can end the run before any was written.
     # The roles write a last one when they stop, and the solving evaluation names the train step it evaluated.
     _, final_train_step, final_env_steps = progress_line(config, wall, best)
     train_step = max(train_step, final_train_step, best["train_step"] if best else 0)
     env_steps = max(env_steps, final_env_steps)
     solved = reason.startswith("solved")
-    print(f"dqn-service local: {reason}", flush=True)
     print(f"summary: solved={'yes' if solved else 'no'} wall_time={wall:.1f}s env_steps={env_steps} "
           f"train_steps={train_step} best_eval_return={best['average_return'] if best else float('nan'):.1f} "
           f"target={target}", flush=True)
