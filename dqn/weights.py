@@ -154,6 +154,11 @@ class FlatWeights:
         self._read = tf.function(self._read_flat, autograph=False)
         self._assign = tf.function(self._assign_flat, autograph=False)
 
+    @property
+    def shapes(self) -> list[tuple]:
+        """Each variable's shape, in order."""
+        return list(self._shapes)
+
     def read(self) -> list[np.ndarray]:
         """The variables' current values (views into one new array, so callers may keep them)."""
         with self._lock:

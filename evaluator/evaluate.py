@@ -22,6 +22,7 @@ from dqn.replay import check_table_matches, wait_for_server
 from dqn.runtime import StopSignal
 from dqn.summaries import GraphScalars
 from dqn.weights import FlatWeights, WeightsPuller
+from evaluator.best import BestPolicy
 from evaluator.episodes import GreedyEpisodes
 
 log = logging.getLogger("evaluator")
@@ -51,6 +52,7 @@ def run(config: EvaluatorConfig) -> int:
     writer = tf.summary.create_file_writer(summary_dir)
     scalars = GraphScalars(writer)
     results_path = os.path.join(summary_dir, "evals.jsonl")
+    best = BestPolicy(summary_dir, bundle.agent.policy, policy_weights)
     health.set(True)
     last_evaluated = None
     announced_wait = 0.0
@@ -70,6 +72,7 @@ def run(config: EvaluatorConfig) -> int:
         if stop.requested:
             break
         last_evaluated = weights.train_step
+        best.offer(weights.train_step, average_return, weights.variables)
         scalars.write(weights.train_step, {"eval/average_return": average_return,
                                            "eval/average_episode_length": average_length})
         writer.flush()
@@ -83,6 +86,10 @@ def run(config: EvaluatorConfig) -> int:
     log.info("stopping (%s)", stop.signal_name)
     health.set(False)
     puller.close()
+    best.export()
+    if best.train_step is not None:
+        log.info("best policy: train step %d, average return %.1f, in %s", best.train_step, best.average_return,
+                 best.export_dir)
     episodes.close()
     health.stop()
     return 0

@@ -31,6 +31,33 @@ def test_local_defaults_learn_well_above_random(tmp_path):
     # Even when the solve comes before the first progress report, the summary counts the steps that led to it.
     solving_step = next(e["train_step"] for e in evals if e["average_return"] >= 150)
     assert int(summary.group(4)) >= solving_step > 0 and int(summary.group(3)) > 0, (summary.group(0), evals)
+    # The evaluator leaves the best policy it saw as a SavedModel; replayed on the evaluator's episodes
+    # (seed 3 + 99_991), it scores exactly what the evaluator recorded.
+    best_eval = max(evals, key=lambda e: e["average_return"])
+    meta = json.loads((root / "evaluator" / "best_policy.json").read_text())
+    assert meta == {"train_step": best_eval["train_step"], "average_return": best_eval["average_return"]}
+    assert replay_greedy(root / "evaluator" / "best_policy", seed=3 + 99_991) == pytest.approx(meta["average_return"])
+
+
+def replay_greedy(policy_dir, seed, episodes=10):
+    """Average return of one CartPole-v1 episode per env (env i seeded seed + i) under a saved greedy policy."""
+    import numpy as np
+    import tensorflow as tf
+
+    from dqn.envs import GymnasiumVectorEnvironment
+
+    policy = tf.saved_model.load(str(policy_dir))
+    env = GymnasiumVectorEnvironment("CartPole-v1", episodes)
+    env.reseed(seed)
+    time_step, state = env.reset(), policy.get_initial_state(episodes)
+    returns, running = np.zeros(episodes), np.ones(episodes, bool)
+    while running.any():
+        step = policy.action(tf.nest.map_structure(tf.constant, time_step), state)
+        time_step, state = env.step(step.action.numpy()), step.state
+        returns += np.where(running, time_step.reward, 0.0)
+        running &= ~time_step.is_last()
+    env.close()
+    return float(returns.mean())
 
 
 def test_book_loop_baseline_runs_and_evaluates():

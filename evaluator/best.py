@@ -1,0 +1,73 @@
+"""The best policy the evaluator has seen, kept so a finished run leaves the policy that scored best.
+
+DQN's greedy return oscillates from one evaluation to the next, so the learner's final checkpoint is often not
+the policy that solved. On every new best average return the weights go to `best_weights.npz` (one ~0.3 MB
+write; it survives restarts), and when the evaluator stops, that policy is exported as a SavedModel to
+`best_policy/` with `best_policy.json` (train step and average return) beside it. The export runs once, at stop,
+because tracing a PolicySaver costs ~1-2 s of CPU that would otherwise compete with training.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+
+import numpy as np
+from tf_agents.policies import policy_saver
+
+from dqn.export import export_policy
+from dqn.weights import FlatWeights
+
+log = logging.getLogger("evaluator")
+
+
+class BestPolicy:
+    """Tracks the best-scoring published weights in `directory`; `export()` writes them as a SavedModel."""
+
+    def __init__(self, directory: str, policy, policy_weights: FlatWeights):
+        self._policy = policy
+        self._policy_weights = policy_weights
+        self._weights_path = os.path.join(directory, "best_weights.npz")
+        self.export_dir = os.path.join(directory, "best_policy")
+        self._meta_path = os.path.join(directory, "best_policy.json")
+        self.train_step: int | None = None
+        self.average_return = float("-inf")
+        self._variables: list[np.ndarray] | None = None
+        self._load()
+        self._exported = self._variables is None or os.path.exists(self.export_dir)
+
+    def _load(self) -> None:
+        """The best of an earlier run of this evaluator (same root), unless its shapes no longer fit."""
+        if not os.path.exists(self._weights_path):
+            return
+        with np.load(self._weights_path) as saved:
+            variables = [saved[f"variable_{i}"] for i in range(int(saved["count"]))]
+            train_step, average_return = int(saved["train_step"]), float(saved["average_return"])
+        if [tuple(v.shape) for v in variables] != self._policy_weights.shapes:
+            log.warning("ignoring %s: its shapes do not fit this network (config changed?)", self._weights_path)
+            return
+        self._variables, self.train_step, self.average_return = variables, train_step, average_return
+        log.info("best policy so far: train step %d, average return %.1f", train_step, average_return)
+
+    def offer(self, train_step: int, average_return: float, variables: list[np.ndarray]) -> bool:
+        """Keeps `variables` if they scored better than the best so far; True if they did."""
+        if average_return <= self.average_return:
+            return False
+        self._variables, self.train_step, self.average_return = list(variables), train_step, average_return
+        self._exported = False
+        tmp = self._weights_path + ".tmp.npz"
+        np.savez(tmp, count=len(variables), train_step=train_step, average_return=average_return,
+                 **{f"variable_{i}": v for i, v in enumerate(variables)})
+        os.replace(tmp, self._weights_path)
+        return True
+
+    def export(self) -> None:
+        """Writes the best policy as a SavedModel (if it changed since the last export) and its json."""
+        if self._exported or self._variables is None:
+            return
+        self._policy_weights.assign(self._variables)
+        export_policy(policy_saver.PolicySaver(self._policy, batch_size=None), self.export_dir, self.train_step)
+        with open(self._meta_path, "w", encoding="utf-8") as handle:
+            json.dump({"train_step": self.train_step, "average_return": self.average_return}, handle)
+        self._exported = True

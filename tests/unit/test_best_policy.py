@@ -1,0 +1,51 @@
+"""The evaluator keeps the best-scoring weights across restarts and exports exactly those as a SavedModel."""
+
+import json
+
+import numpy as np
+import tensorflow as tf
+from tf_agents.trajectories import time_step as ts
+
+from dqn.agent import build_agent
+from dqn.config import EvaluatorConfig
+from dqn.weights import FlatWeights
+from evaluator.best import BestPolicy
+
+
+def weights_like(bundle, value: float) -> list[np.ndarray]:
+    return [np.full(v.shape, value, np.float32) for v in bundle.policy_variables]
+
+
+def keeper(directory, layers=(8,)):
+    bundle = build_agent(EvaluatorConfig(fc_layer_params=layers))
+    return bundle, BestPolicy(str(directory), bundle.agent.policy, FlatWeights(bundle.policy_variables))
+
+
+def test_only_a_better_return_replaces_the_best_and_the_export_holds_its_weights(tmp_path):
+    bundle, best = keeper(tmp_path)
+    assert best.offer(100, 50.0, weights_like(bundle, 0.1))
+    assert not best.offer(200, 50.0, weights_like(bundle, 0.2))  # a tie is not better
+    assert best.offer(300, 120.0, weights_like(bundle, 0.3))
+    assert not best.offer(400, 80.0, weights_like(bundle, 0.4))
+    for variable in bundle.policy_variables:  # the evaluator's live weights move on before the export
+        variable.assign(tf.zeros_like(variable))
+    best.export()
+    assert json.loads((tmp_path / "best_policy.json").read_text()) == {"train_step": 300, "average_return": 120.0}
+    exported = tf.saved_model.load(str(tmp_path / "best_policy"))
+    saved = sorted(v.numpy().ravel()[0] for v in exported.model_variables)
+    np.testing.assert_allclose(saved, [0.3] * len(bundle.policy_variables))
+    action = exported.action(ts.restart(tf.constant([[0.01, 0.0, 0.02, 0.0]]), batch_size=1),
+                             exported.get_initial_state(1)).action.numpy()
+    assert action.shape == (1,)
+
+
+def test_a_restarted_evaluator_keeps_the_earlier_best_and_ignores_weights_of_another_network(tmp_path):
+    bundle, best = keeper(tmp_path)
+    best.offer(300, 120.0, weights_like(bundle, 0.3))
+    _, restarted = keeper(tmp_path)
+    assert (restarted.train_step, restarted.average_return) == (300, 120.0)
+    assert not restarted.offer(500, 110.0, weights_like(bundle, 0.5))
+    restarted.export()  # never exported before the restart: the loaded best is exported now
+    assert json.loads((tmp_path / "best_policy.json").read_text())["train_step"] == 300
+    _, other_network = keeper(tmp_path, layers=(16,))
+    assert other_network.train_step is None and other_network.average_return == float("-inf")
