@@ -19,8 +19,8 @@ import signal
 import subprocess
 
 # What every role imports before its first op; an import that fails here is retried (and reported) in the role.
-ROLE_IMPORTS = ["tensorflow", "reverb", "tf_agents.agents.dqn.dqn_agent", "gymnasium", "grpc",
-                "replay_server.server", "learner.train", "actor.collect", "evaluator.evaluate"]
+ROLE_IMPORTS = ["launcher.forkserver_signals", "tensorflow", "reverb", "tf_agents.agents.dqn.dqn_agent",
+                "gymnasium", "grpc", "replay_server.server", "learner.train", "actor.collect", "evaluator.evaluate"]
 
 
 def start_forkserver() -> None:
@@ -32,6 +32,7 @@ def start_forkserver() -> None:
 
 def _run_role(name: str, argv: list[str], log_path: str) -> None:
     """The forked child: its own session and log, then the role's CLI entry (which exits the process)."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the forkserver ignores it (launcher/forkserver_signals.py)
     os.setsid()  # as start_new_session: Ctrl-C in the terminal reaches the launcher only, which stops roles in order
     try:
         with open("/proc/self/comm", "w", encoding="utf-8") as comm:  # `ps -o comm`, `top`: dqn-actor-0, ...

@@ -1,6 +1,7 @@
 """Real processes with tiny budgets: actors insert, the learner trains and publishes, the evaluator reports."""
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -153,6 +154,26 @@ def test_status_reports_tables_train_step_and_health(spawn, replay_server_factor
     assert f"learner          localhost:{health_port}" in result.stdout and "SERVING" in result.stdout
     lines = {line.split()[0]: line.split() for line in result.stdout.splitlines() if line.strip()}
     assert lines["variables"][1] == "1"  # one item: the latest weights
+
+
+def test_local_stops_every_role_cleanly_when_its_process_group_gets_sigterm(tmp_path):
+    """A supervisor's SIGTERM to the whole group also reaches the forkserver the roles were forked from."""
+    command = [sys.executable, "-m", "launcher", "local", "--root-dir", str(tmp_path / "run"), *FAST,
+               *LEARNER_FAST, "--num-envs", "4", "--max-train-steps", "100000"]
+    local = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO,
+                             start_new_session=True)
+    try:
+        wait_until(lambda: progress(tmp_path / "run", "learner").get("train_step", 0) > 0, 120, "training to start")
+        roles = [p for p in psutil.Process(local.pid).children(recursive=True) if p.name().startswith("dqn-")]
+        assert len(roles) == 5, [p.name() for p in roles]
+        os.killpg(local.pid, signal.SIGTERM)
+        output, _ = local.communicate(timeout=120)
+    finally:
+        if local.poll() is None:
+            local.kill()
+    assert local.returncode == 0, output
+    assert "exit codes: replay-server=0, learner=0, actor-0=0, actor-1=0, evaluator=0" in output, output
+    assert not [p for p in roles if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
 
 
 def test_local_exits_nonzero_when_a_role_dies(tmp_path):
