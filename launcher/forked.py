@@ -5,9 +5,10 @@ starts. Importing TensorFlow, TF-Agents and Reverb costs ~3.5 s of CPU per proce
 on a 2-core machine, so ~8 s of every run went to five identical imports before training began. multiprocessing's
 forkserver imports them once (`ROLE_IMPORTS`) and forks each role from there.
 
-Fork safety: the forkserver only imports modules. It runs no TF op, opens no gRPC channel and starts no thread
-pool (TF and gRPC create those lazily, in each role after the fork), so every role initializes its own runtime
-exactly as a freshly started interpreter would.
+Fork safety: the forkserver only imports modules. It runs no TF op and opens no gRPC channel (TF's thread pools
+and gRPC's threads are created lazily, in each role after the fork), so every role initializes its own runtime as
+a freshly started interpreter would. Its one extra thread is OpenBLAS's idle worker (numpy), which OpenBLAS
+re-creates after a fork through its own fork handler.
 """
 
 from __future__ import annotations
