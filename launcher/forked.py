@@ -7,8 +7,8 @@ forkserver imports them once (`ROLE_IMPORTS`) and forks each role from there.
 
 Fork safety: the forkserver only imports modules. It runs no TF op and opens no gRPC channel (TF's thread pools
 and gRPC's threads are created lazily, in each role after the fork), so every role initializes its own runtime as
-a freshly started interpreter would. Its one extra thread is OpenBLAS's idle worker (numpy), which OpenBLAS
-re-creates after a fork through its own fork handler.
+a freshly started interpreter would. Its one extra thread is OpenBLAS's idle worker (numpy), which OpenBLAS's
+own fork handler shuts down before each fork (and starts again when needed).
 """
 
 from __future__ import annotations
