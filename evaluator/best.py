@@ -35,7 +35,9 @@ class BestPolicy:
         self.average_return = float("-inf")
         self._variables: list[np.ndarray] | None = None
         self._load()
-        self._exported = self._variables is None or os.path.exists(self.export_dir)
+        # After a restart, export again unless best_policy/ already holds this best (a killed evaluator may have
+        # found a new best that it never exported).
+        self._exported = self._variables is None or self._exported_step() == self.train_step
 
     def _load(self) -> None:
         """The best of an earlier run of this evaluator (same root), unless its shapes no longer fit."""
@@ -49,6 +51,14 @@ class BestPolicy:
             return
         self._variables, self.train_step, self.average_return = variables, train_step, average_return
         log.info("best policy so far: train step %d, average return %.1f", train_step, average_return)
+
+    def _exported_step(self) -> int | None:
+        """The train step of the policy in best_policy/, from best_policy.json (written after the export)."""
+        try:
+            with open(self._meta_path, encoding="utf-8") as handle:
+                return int(json.load(handle)["train_step"])
+        except (FileNotFoundError, ValueError, KeyError):
+            return None
 
     def offer(self, train_step: int, average_return: float, variables: list[np.ndarray]) -> bool:
         """Keeps `variables` if they scored better than the best so far; True if they did."""
