@@ -80,14 +80,46 @@ def conv_network_kwargs(config: CommonConfig) -> dict:
     return {"preprocessing_layers": scale, "conv_layer_params": config.conv_layers()}
 
 
+#: Bounds above this are "unbounded" in practice (some envs use float32's max); such features stay unscaled.
+LARGEST_SCALED_BOUND = 1e6
+
+
+def observation_scale(observation_spec) -> np.ndarray | None:
+    """Per-feature factors that bring finite Box bounds to [-1, 1]: 1 / max(|low|, |high|), 1 where unbounded.
+
+    None when no feature would change (all unbounded, or already within [-1, 1] at bound 1).
+    """
+    shape = tuple(observation_spec.shape)
+    low = np.broadcast_to(np.asarray(observation_spec.minimum, np.float64), shape)
+    high = np.broadcast_to(np.asarray(observation_spec.maximum, np.float64), shape)
+    bound = np.maximum(np.abs(low), np.abs(high))
+    scalable = np.isfinite(bound) & (bound > 0) & (bound <= LARGEST_SCALED_BOUND)
+    scale = np.where(scalable, 1.0 / np.where(scalable, bound, 1.0), 1.0).astype(np.float32)
+    return None if np.all(scale == 1.0) else scale
+
+
+def mlp_network_kwargs(config: CommonConfig, observation_spec) -> dict:
+    """QNetwork arguments of an MLP: with observation_scaling bounds, a Rescaling layer in front of the layers.
+
+    Why in the network: replay, actors and exported policies all keep raw observations, and every role's
+    network agrees because the factors come from the env's spec alone.
+    """
+    scale = observation_scale(observation_spec) if config.observation_scaling == "bounds" else None
+    if scale is None:
+        return {}
+    return {"preprocessing_layers": tf.keras.layers.Rescaling(scale.tolist(), name="observation_scaling")}
+
+
 def make_q_network(config: CommonConfig, observation_spec, action_spec):
     """QNetwork (MLP or conv), or QRnnNetwork when lstm_size is set (dense layers before the LSTM)."""
+    if config.conv_layer_params is None:
+        input_kwargs = mlp_network_kwargs(config, observation_spec)
+    else:
+        input_kwargs = conv_network_kwargs(config)
     if config.lstm_size:
         return q_rnn_network.QRnnNetwork(observation_spec, action_spec, input_fc_layer_params=config.fc_layer_params,
-                                         lstm_size=config.lstm_size, output_fc_layer_params=None,
-                                         **conv_network_kwargs(config))
-    return q_network.QNetwork(observation_spec, action_spec, fc_layer_params=config.fc_layer_params,
-                              **conv_network_kwargs(config))
+                                         lstm_size=config.lstm_size, output_fc_layer_params=None, **input_kwargs)
+    return q_network.QNetwork(observation_spec, action_spec, fc_layer_params=config.fc_layer_params, **input_kwargs)
 
 
 def build_agent(config: CommonConfig) -> AgentBundle:

@@ -3,9 +3,10 @@
 Why: on our 2-core VMs every `tf.function` call costs ~0.24 ms before its first op runs (the hand-off to
 TF's executor threads and back), and the actor's collect policy took ~0.58 ms per call at 32 envs. The same
 forward pass of the default 4-256-256-2 MLP is ~0.1 ms in numpy (README Performance). The layers, their
-order and their activations are read from the TF-Agents `QNetwork` itself, and `HostQNetwork.mirror` checks
-its Q-values against the network's on a probe batch; any network it cannot mirror exactly (conv, RNN,
-preprocessing layers, other activations) keeps the graph policy.
+order and their activations are read from the TF-Agents `QNetwork` itself (with the observation-scaling
+`Rescaling` layer, dqn/agent.py), and `HostQNetwork.mirror` checks its Q-values against the network's on a probe
+batch; any network it cannot mirror exactly (conv, RNN, other preprocessing layers, other activations) keeps the
+graph policy.
 """
 
 from __future__ import annotations
@@ -34,8 +35,9 @@ class _DenseLayer:
 class HostQNetwork:
     """Numpy forward pass of a TF-Agents MLP `QNetwork`, with weights given as the policy's variable list."""
 
-    def __init__(self, layers: list[_DenseLayer], weights: list[np.ndarray]):
+    def __init__(self, layers: list[_DenseLayer], weights: list[np.ndarray], input_scale: np.ndarray | None = None):
         self._layers = layers
+        self._input_scale = None if input_scale is None else np.asarray(input_scale, np.float32).reshape(-1)
         self._weights: list[np.ndarray] = []
         self.set_weights(weights)
 
@@ -45,10 +47,11 @@ class HostQNetwork:
 
         `variables` is the policy's variable list, in the order the learner publishes them.
         """
-        layers = _dense_layers(network, variables)
-        if layers is None:
+        structure = _mlp_structure(network, variables)
+        if structure is None:
             return None
-        host = cls(layers, [variable.numpy() for variable in variables])
+        layers, input_scale = structure
+        host = cls(layers, [variable.numpy() for variable in variables], input_scale)
         if not host._matches(network):
             return None
         return host
@@ -60,6 +63,8 @@ class HostQNetwork:
     def q_values(self, observation: np.ndarray) -> np.ndarray:
         """Q-values [N, actions] of N observations."""
         hidden = np.asarray(observation, np.float32).reshape(len(observation), -1)  # the encoder's Flatten
+        if self._input_scale is not None:
+            hidden = hidden * self._input_scale
         for layer in self._layers:
             hidden = hidden @ self._weights[layer.kernel_index]
             hidden += self._weights[layer.bias_index]
@@ -75,16 +80,24 @@ class HostQNetwork:
         return bool(np.max(np.abs(expected.numpy() - self.q_values(probe))) <= _TOLERANCE)
 
 
-def _dense_layers(network, variables: list[tf.Variable]) -> list[_DenseLayer] | None:
-    """The Dense layers of an MLP QNetwork in call order, or None for any other network structure."""
+def _mlp_structure(network, variables: list[tf.Variable]) -> tuple[list[_DenseLayer], np.ndarray | None] | None:
+    """(Dense layers in call order, input scale or None) of an MLP QNetwork, or None for any other structure."""
     if type(network) is not q_network.QNetwork or network.input_tensor_spec.dtype != tf.float32:
         return None
     encoder, *head = network.layers
     if type(encoder) is not encoding_network.EncodingNetwork or len(head) != 1:
         return None
+    encoder_layers = list(encoder.layers)
+    input_scale = None
+    if encoder_layers and type(encoder_layers[0]) is tf.keras.layers.Rescaling:
+        rescaling = encoder_layers.pop(0)
+        if np.any(np.asarray(rescaling.offset) != 0):
+            return None
+        input_scale = np.broadcast_to(np.asarray(rescaling.scale, np.float32),
+                                      tuple(network.input_tensor_spec.shape))
     positions = {variable.ref(): index for index, variable in enumerate(variables)}
     layers = []
-    for layer in [*encoder.layers, *head]:
+    for layer in [*encoder_layers, *head]:
         if type(layer) is tf.keras.layers.Flatten:
             continue
         if type(layer) is not tf.keras.layers.Dense or not layer.use_bias or layer.activation not in _RELU_OF:
@@ -95,7 +108,7 @@ def _dense_layers(network, variables: list[tf.Variable]) -> list[_DenseLayer] | 
                                   _RELU_OF[layer.activation]))
     if len(layers) * 2 != len(variables):  # some variable is not a Dense kernel or bias: not a plain MLP
         return None
-    return layers
+    return layers, input_scale
 
 
 class HostEpsilonGreedy:

@@ -22,9 +22,11 @@ def observations(count: int, seed: int) -> np.ndarray:
     return np.random.default_rng(seed).uniform(-2, 2, (count, 4)).astype(np.float32)
 
 
-@pytest.mark.parametrize("layers", [(256, 256), (32,), (16, 8, 4)], ids=["default", "one-layer", "three-layers"])
-def test_mirror_gives_the_q_values_and_greedy_actions_of_the_tf_agents_policy(layers):
-    bundle = build_agent(ActorConfig(fc_layer_params=layers))
+@pytest.mark.parametrize("layers,scaling", [((256, 256), "bounds"), ((32,), "bounds"), ((16, 8, 4), "bounds"),
+                                            ((256, 256), "none")],
+                         ids=["default", "one-layer", "three-layers", "unscaled-observations"])
+def test_mirror_gives_the_q_values_and_greedy_actions_of_the_tf_agents_policy(layers, scaling):
+    bundle = build_agent(ActorConfig(fc_layer_params=layers, observation_scaling=scaling))
     mirror = HostQNetwork.mirror(bundle.q_network, bundle.policy_variables)
     assert mirror is not None
     greedy_graph = batched_actions(bundle.agent.policy)
@@ -70,3 +72,8 @@ def test_networks_the_mirror_cannot_copy_exactly_keep_the_graph_policy():
     assert HostQNetwork.mirror(tanh, tanh.variables) is None
     # Variables of another network (not the one the mirror reads its layers from) are refused too.
     assert HostQNetwork.mirror(bundle.q_network, tanh.variables) is None
+    # A preprocessing layer other than a pure per-feature scale (here a shift) is not mirrored.
+    shifted = q_network.QNetwork(bundle.time_step_spec.observation, bundle.action_spec, fc_layer_params=(16,),
+                                 preprocessing_layers=tf.keras.layers.Rescaling(2.0, offset=1.0))
+    shifted.create_variables()
+    assert HostQNetwork.mirror(shifted, shifted.variables) is None
