@@ -34,6 +34,7 @@ def run_book_loop(seed: int, budget_s: float, eval_interval: int = 100, target: 
     from dqn.agent import build_agent, epsilon_at, replay_signature
     from dqn.config import LocalConfig
     from dqn.envs import GymnasiumEnvironment
+    from dqn.weights import FlatWeights
     from evaluator.evaluate import make_episodes
 
     # One env's trajectory per item, as the book's observer writes it (not the service's blocks of envs).
@@ -56,7 +57,8 @@ def run_book_loop(seed: int, budget_s: float, eval_interval: int = 100, target: 
     dataset = buffer.as_dataset(sample_batch_size=64, num_steps=2, num_parallel_calls=3).prefetch(3)
     iterator = iter(dataset)
     train = common.function(agent.train)
-    episodes = make_episodes(dataclasses.replace(config, eval_episodes=10), agent.policy)
+    episodes = make_episodes(dataclasses.replace(config, eval_episodes=10), bundle)
+    policy_weights = FlatWeights(bundle.policy_variables)
     time_step = env.reset()
     best, step, solved_at = float("-inf"), 0, None
     while time.monotonic() - started < budget_s:
@@ -67,6 +69,7 @@ def run_book_loop(seed: int, budget_s: float, eval_interval: int = 100, target: 
         if step % 50 == 0:
             bundle.epsilon.assign(epsilon_at(config, step))
         if step % eval_interval == 0:
+            episodes.load(policy_weights.read())
             average, _ = episodes.run(seed + 99_991)
             best = max(best, average)
             if average >= target:

@@ -113,6 +113,7 @@ def run_seed(seed: int, args: argparse.Namespace) -> dict:
     from dqn.configuration import resolve
     from dqn.envs import GymnasiumVectorEnvironment
     from dqn.nstep import close_episode_ends
+    from dqn.weights import FlatWeights
     from evaluator.evaluate import make_episodes
 
     config = resolve(LocalConfig, flags={**args.flags, "seed": str(seed)}, environ={})
@@ -128,7 +129,8 @@ def run_seed(seed: int, args: argparse.Namespace) -> dict:
     num_envs = config.num_envs * config.num_actors
     env = GymnasiumVectorEnvironment(config.env_id, num_envs, seed=seed)
     collect = batched_actions(acting.agent.collect_policy, num_envs)
-    episodes = make_episodes(dataclasses.replace(config, eval_episodes=10), learner.agent.policy)
+    episodes = make_episodes(dataclasses.replace(config, eval_episodes=10), learner)
+    learner_weights = FlatWeights(learner.policy_variables)
     run_past_episode_end = config.items_run_past_episode_end() and not args.observer_windows
     ring = StepRing(config.replay_max_size, num_envs, env.observation_spec().shape, config.sequence_length(),
                     run_past_episode_end, rng, config.item_envs())
@@ -168,6 +170,7 @@ def run_seed(seed: int, args: argparse.Namespace) -> dict:
             # Mean Q over the envs' current states: values far above 1 / (1 - gamma) mean the targets diverged.
             max_mean_q = max(max_mean_q, float(np.mean(learner.agent._q_network(time_step.observation)[0])))
             eval_seed = seed + 99_991 + (train_step if args.fresh_eval_seeds else 0)  # the evaluator's seed rule
+            episodes.load(learner_weights.read())
             average_return, _ = episodes.run(eval_seed)
             evals.append((train_step, round(average_return)))
             if average_return >= SOLVED_RETURN:

@@ -1,19 +1,70 @@
-"""Greedy evaluation episodes stepped inside the graph: a few graph calls per evaluation, not one per env step.
+"""Greedy evaluation episodes, one per env, without a Python-to-TF call per env step.
 
 Why: on Python 3.11 + TF 2.15 every tensor handed to Python keeps a little memory for good
 (tensorflow/tensorflow#62551). An evaluation of 10 CartPole episodes made ~500 policy calls from Python,
-and the evaluator grew steadily over long runs. Here the envs are stepped through TF-Agents'
-`TFPyEnvironment` (a `tf.numpy_function` per step, which passes numpy arrays, not Python tensors) and the
-loop state lives in variables, so nothing crosses into Python per step. The loop runs `chunk_steps` steps
-per call, so a stop request is still seen within one chunk.
+and the evaluator grew steadily over long runs. Two loops avoid it:
+- `HostGreedyEpisodes` (plain MLP Q-networks): the greedy policy runs in numpy (dqn/host_policy.py, the actors'
+  mirror), so no tensor exists at all. It costs a fraction of the graph loop's CPU per env step, CPU that the
+  learner shares on a small machine.
+- `GreedyEpisodes` (any other network): the envs are stepped through TF-Agents' `TFPyEnvironment` (a
+  `tf.numpy_function` per step, which passes numpy arrays, not Python tensors) and the loop state lives in
+  variables, so nothing crosses into Python per step. The loop runs `chunk_steps` steps per call, so a stop
+  request is still seen within one chunk.
 """
 
 from __future__ import annotations
 
+import numpy as np
 import tensorflow as tf
 from tf_agents.environments import tf_py_environment
+from tf_agents.trajectories import time_step as ts
 
 from dqn.envs import GymnasiumVectorEnvironment
+from dqn.host_policy import HostEpsilonGreedy, HostQNetwork
+from dqn.weights import FlatWeights
+
+
+def greedy_episodes(policy, q_network, env: GymnasiumVectorEnvironment) -> GreedyEpisodes | HostGreedyEpisodes:
+    """The numpy loop when the mirror copies `q_network` exactly, else the in-graph loop of `policy`."""
+    variables = list(policy.variables())
+    mirror = HostQNetwork.mirror(q_network, variables)
+    if mirror is None:
+        return GreedyEpisodes(policy, env)
+    return HostGreedyEpisodes(HostEpsilonGreedy(mirror, policy.action_spec, seed=0), env)
+
+
+class HostGreedyEpisodes:
+    """One episode per env of the greedy numpy policy; `load` sets the weights (the policy's variable order)."""
+
+    def __init__(self, policy: HostEpsilonGreedy, env: GymnasiumVectorEnvironment):
+        self._policy = policy
+        self._env = env
+
+    def load(self, variables: list[np.ndarray]) -> None:
+        """Evaluate these weights from now on."""
+        self._policy.network.set_weights(variables)
+
+    def run(self, seed: int, stop_requested=lambda: False) -> tuple[float, float]:
+        """(average return, average length) over one episode per env, the envs reset with `seed`.
+
+        Stops early (returning the partial averages) once `stop_requested()` is true between steps.
+        """
+        self._env.reseed(seed)
+        time_step = self._env.reset()
+        returns = np.zeros(self._env.batch_size)
+        lengths = np.zeros(self._env.batch_size)
+        running = np.ones(self._env.batch_size, dtype=bool)
+        while running.any() and not stop_requested():
+            time_step = self._env.step(self._policy.actions(time_step.observation, epsilon=0.0))
+            # Finished envs keep stepping (the vector env restarts them); only running episodes count.
+            returns += np.where(running, time_step.reward, 0.0)
+            lengths += running
+            running &= time_step.step_type != ts.StepType.LAST
+        return float(returns.mean()), float(lengths.mean())
+
+    def close(self) -> None:
+        """Closes the envs."""
+        self._env.close()
 
 
 class GreedyEpisodes:
@@ -21,6 +72,7 @@ class GreedyEpisodes:
 
     def __init__(self, policy, env: GymnasiumVectorEnvironment, chunk_steps: int = 100):
         self._policy = policy
+        self._weights = FlatWeights(list(policy.variables()))
         self._py_env = env
         self._tf_env = tf_py_environment.TFPyEnvironment(env)
         self._chunk_steps = chunk_steps
@@ -40,6 +92,10 @@ class GreedyEpisodes:
         self._advance_graph = tf.function(self._advance, autograph=False)
         self._averages_graph = tf.function(
             lambda: tf.stack([tf.reduce_mean(self._returns), tf.reduce_mean(self._lengths)]), autograph=False)
+
+    def load(self, variables: list[np.ndarray]) -> None:
+        """Evaluate these weights from now on (assigned to the policy's variables in one graph call)."""
+        self._weights.assign(variables)
 
     def run(self, seed: int, stop_requested=lambda: False) -> tuple[float, float]:
         """(average return, average length) over one episode per env, the envs reset with `seed`.

@@ -1,7 +1,8 @@
 """The evaluator process: greedy-policy episodes whenever the published train step advances.
 
-`eval_episodes` envs run side by side, one episode each, stepped inside the graph (evaluator/episodes.py;
-the episodes are independent, so this equals running them one after another, only faster). Every
+`eval_episodes` envs run side by side, one episode each, with the greedy policy in numpy for a plain MLP or
+stepped inside the graph otherwise (evaluator/episodes.py; the episodes are independent, so this equals running
+them one after another, only faster). Every
 evaluation starts the same episodes (the same env seeds), so returns compare across train steps.
 """
 
@@ -23,15 +24,18 @@ from dqn.runtime import StopSignal
 from dqn.summaries import GraphScalars
 from dqn.weights import FlatWeights, WeightsPuller
 from evaluator.best import BestPolicy
-from evaluator.episodes import GreedyEpisodes
+from evaluator.episodes import GreedyEpisodes, HostGreedyEpisodes, greedy_episodes
 
 log = logging.getLogger("evaluator")
 
 
-def make_episodes(config: EvaluatorConfig, policy) -> GreedyEpisodes:
-    """The evaluator's `eval_episodes` envs and greedy loop, built once and reused by every evaluation."""
+def make_episodes(config: EvaluatorConfig, bundle) -> GreedyEpisodes | HostGreedyEpisodes:
+    """The evaluator's `eval_episodes` envs and greedy loop, built once and reused by every evaluation.
+
+    Give it weights with `load(variables)` before `run`.
+    """
     env = GymnasiumVectorEnvironment(config.env_id, config.eval_episodes, options=EnvOptions.from_config(config))
-    return GreedyEpisodes(policy, env)
+    return greedy_episodes(bundle.agent.policy, bundle.q_network, env)
 
 
 def run(config: EvaluatorConfig) -> int:
@@ -44,7 +48,9 @@ def run(config: EvaluatorConfig) -> int:
     client = wait_for_server(config.replay_address, wait_s=config.connect_timeout_s,
                              call_timeout_s=config.rpc_timeout_s)
     check_table_matches(client, bundle, config, role="evaluator")
-    episodes = make_episodes(config, bundle.agent.policy)
+    episodes = make_episodes(config, bundle)
+    log.info("greedy episodes run %s", "in numpy (plain MLP)" if isinstance(episodes, HostGreedyEpisodes)
+             else "inside the graph")
     puller = WeightsPuller(config.replay_address, config.rpc_timeout_s)
     policy_weights = FlatWeights(bundle.policy_variables)
     summary_dir = config.path("evaluator")
@@ -66,7 +72,7 @@ def run(config: EvaluatorConfig) -> int:
             continue
         if last_evaluated is not None and weights.train_step < last_evaluated + config.eval_interval:
             continue
-        policy_weights.assign(weights.variables)
+        episodes.load(weights.variables)
         started = time.monotonic()
         average_return, average_length = episodes.run(config.seed + 99_991, lambda: stop.requested)
         if stop.requested:

@@ -1,4 +1,4 @@
-"""The in-graph greedy evaluation equals a step-by-step Python loop; flat weight reads/assigns round-trip."""
+"""Both greedy evaluation loops (in-graph, numpy) equal a step-by-step Python loop; flat weights round-trip."""
 
 import numpy as np
 import pytest
@@ -9,7 +9,7 @@ from dqn.agent import batched_actions, build_agent
 from dqn.config import EvaluatorConfig
 from dqn.envs import GymnasiumVectorEnvironment
 from dqn.weights import FlatWeights
-from evaluator.episodes import GreedyEpisodes
+from evaluator.episodes import GreedyEpisodes, HostGreedyEpisodes, greedy_episodes
 
 
 def python_loop(policy, num_envs: int, seed: int, max_episode_steps: int) -> tuple[np.ndarray, np.ndarray]:
@@ -57,6 +57,37 @@ def test_greedy_episodes_equal_the_python_loop(bundle, chunk_steps):
     episodes.close()
 
 
+def test_numpy_greedy_episodes_equal_the_python_loop(bundle):
+    episodes = greedy_episodes(bundle.agent.policy, bundle.q_network,
+                               GymnasiumVectorEnvironment("CartPole-v1", 6, max_episode_steps=60))
+    assert isinstance(episodes, HostGreedyEpisodes)  # a plain MLP: the evaluator's numpy loop
+    seen_lengths = set()
+    weights = FlatWeights(bundle.policy_variables)
+    for weights_seed in (1, 2, 3):
+        randomize(bundle, weights_seed)
+        returns, lengths = python_loop(bundle.agent.policy, 6, seed=11, max_episode_steps=60)
+        seen_lengths.update(lengths)
+        episodes.load(weights.read())  # the numpy loop sees new weights only through load
+        for _ in range(2):
+            average_return, average_length = episodes.run(11)
+            assert average_return == pytest.approx(returns.mean())
+            assert average_length == pytest.approx(lengths.mean())
+    assert len(seen_lengths) > 3
+    episodes.close()
+
+
+def test_numpy_greedy_episodes_stop_between_steps(bundle):
+    randomize(bundle, 4)
+    episodes = greedy_episodes(bundle.agent.policy, bundle.q_network, GymnasiumVectorEnvironment("CartPole-v1", 3))
+    episodes.load(FlatWeights(bundle.policy_variables).read())
+    _, full_length = episodes.run(5)
+    calls = []
+    _, partial_length = episodes.run(5, stop_requested=lambda: calls.append(1) or len(calls) > 2)
+    assert full_length > 2
+    assert partial_length == pytest.approx(2.0)
+    episodes.close()
+
+
 def test_greedy_episodes_stop_between_chunks(bundle):
     randomize(bundle, 4)
     episodes = GreedyEpisodes(bundle.agent.policy, GymnasiumVectorEnvironment("CartPole-v1", 3), chunk_steps=1)
@@ -98,3 +129,7 @@ def test_greedy_episodes_carry_an_rnn_state():
     assert average_return == pytest.approx(returns.mean())
     assert average_length == pytest.approx(lengths.mean())
     episodes.close()
+    # greedy_episodes keeps an RNN policy on the in-graph loop (the numpy mirror is feed-forward only).
+    graph = greedy_episodes(rnn.agent.policy, rnn.q_network, GymnasiumVectorEnvironment("CartPole-v1", 2))
+    assert isinstance(graph, GreedyEpisodes)
+    graph.close()
