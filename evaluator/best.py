@@ -61,8 +61,11 @@ class BestPolicy:
             return None
 
     def offer(self, train_step: int, average_return: float, variables: list[np.ndarray]) -> bool:
-        """Keeps `variables` if they scored better than the best so far; True if they did."""
-        if average_return <= self.average_return:
+        """Keeps `variables` if they scored better than the best so far; True if they did.
+
+        The initial weights (train step 0) are never kept: a lucky untrained network is not a policy to hand out.
+        """
+        if train_step <= 0 or average_return <= self.average_return:
             return False
         self._variables, self.train_step, self.average_return = list(variables), train_step, average_return
         self._exported = False

@@ -23,6 +23,7 @@ def keeper(directory, layers=(8,)):
 
 def test_only_a_better_return_replaces_the_best_and_the_export_holds_its_weights(tmp_path):
     bundle, best = keeper(tmp_path)
+    assert not best.offer(0, 500.0, weights_like(bundle, 0.0))  # the untrained initial weights never count
     assert best.offer(100, 50.0, weights_like(bundle, 0.1))
     assert not best.offer(200, 50.0, weights_like(bundle, 0.2))  # a tie is not better
     assert best.offer(300, 120.0, weights_like(bundle, 0.3))

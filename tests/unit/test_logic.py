@@ -8,6 +8,7 @@ from actor.collect import actor_epsilon
 from dqn.agent import epsilon_at
 from dqn.config import ActorConfig, CommonConfig
 from dqn.progress import EpisodeStats
+from launcher.local import solves
 from learner.train import crossed
 
 
@@ -31,6 +32,14 @@ def test_apex_epsilon_ladder():
 ])
 def test_crossed(before, after, interval, expected):
     assert crossed(before, after, interval) is expected
+
+
+def test_a_run_is_solved_by_an_evaluation_of_trained_weights_at_the_target():
+    assert solves({"train_step": 700, "average_return": 475.0}, 475.0)
+    assert not solves({"train_step": 700, "average_return": 474.9}, 475.0)
+    assert not solves({"train_step": 0, "average_return": 500.0}, 475.0)  # the untrained initial network
+    assert not solves(None, 475.0)
+    assert not solves({"train_step": 700, "average_return": 500.0}, None)  # no target: run until stopped
 
 
 def test_episode_stats_across_a_batch():
