@@ -2,7 +2,9 @@
 
 For each seed: `dqn-service local` with the defaults (replay server, learner, 2 actors, evaluator as
 separate processes) under a wall-clock budget, then the book's single-process TF-Agents loop
-(bench/book_loop.py) under the same budget. Prints one row per run, then median and solved counts.
+(bench/book_loop.py) under the same budget. Prints one row per run, then median and solved counts. Each
+service run's best policy (the evaluator's export) is then replayed on 50 other start states
+(bench/policy_check.py), so a solve that only fits the evaluator's 10 episodes shows.
 
     python bench/time_to_solve.py --seeds 1 2 3 4 5 --budget-s 120
 """
@@ -48,7 +50,18 @@ def run_service(seed: int, budget_s: float, extra: list[str]) -> dict:
             "wall_time_s": round(solved_after if solved_after is not None else time.monotonic() - started, 1),
             "env_steps": int(match.group(3)), "train_steps": int(match.group(4)),
             "best_eval_return": match.group(5), "startup_s": first_eval_after(root, started_epoch),
-            "exit_code": exit_code, "root": root}
+            "new_episodes": check_best_policy(root), "exit_code": exit_code, "root": root}
+
+
+def check_best_policy(root: str) -> dict | None:
+    """bench/policy_check.py on the run's exported best policy (50 new episodes), or None if it left none."""
+    policy_dir = os.path.join(root, "evaluator", "best_policy")
+    if not os.path.isdir(policy_dir):
+        return None
+    result = subprocess.run([sys.executable, os.path.join(REPO, "bench", "policy_check.py"), policy_dir],
+                            cwd=REPO, capture_output=True, text=True, timeout=300)
+    lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
+    return json.loads(lines[-1]) if lines else {"error": result.stderr[-300:]}
 
 
 def first_eval_after(root: str, started_epoch: float) -> float | None:
@@ -97,6 +110,11 @@ def main() -> None:
             book.append(run_book(seed, args.budget_s))
             print("book   ", json.dumps(book[-1]), flush=True)
     report("dqn-service local (5 processes)", service, args.budget_s)
+    checked = [r["new_episodes"]["mean_return"] for r in service if r["solved"] and r.get("new_episodes")
+               and "mean_return" in r["new_episodes"]]
+    if checked:
+        print(f"solving runs' best policies on 50 new episodes: mean return {min(checked):.1f}-{max(checked):.1f}, "
+              f"{sum(m >= 475 for m in checked)}/{len(checked)} at >= 475", flush=True)
     if book:
         report("book single-process loop       ", book, args.budget_s)
         service_median = statistics.median(r["wall_time_s"] if r["solved"] else args.budget_s for r in service)

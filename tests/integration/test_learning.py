@@ -14,26 +14,27 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(600
 RANDOM_POLICY_RETURN = 22  # CartPole-v1 with uniformly random actions averages about 22
 
 
-def test_local_defaults_learn_well_above_random(tmp_path):
+def test_local_defaults_solve_cartpole(tmp_path):
     root = tmp_path / "run"
-    # The default evaluation interval (100 steps): CartPole DQN oscillates, and frequent evaluations catch its peaks
-    # (default runs of seeds 1-5 in bench/time_to_solve.py first evaluated >= 150 at train steps 600-1850).
+    # The defaults, to CartPole's own threshold (475). In bench/time_to_solve.py runs they solved seeds 1-15 at
+    # 750-2,400 train steps; runs that miss the early solve have needed up to ~21,500, hence the 30,000 cap.
     result = subprocess.run(
         [sys.executable, "-m", "launcher", "local", "--root-dir", str(root), "--seed", "3",
-         "--max-train-steps", "6000", "--target-return", "150"],
+         "--max-train-steps", "30000"],
         capture_output=True, text=True, cwd=REPO, timeout=540)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     evals = [json.loads(line) for line in (root / "evaluator" / "evals.jsonl").read_text().splitlines()]
-    best = max(e["average_return"] for e in evals)
-    assert best >= 150 > 5 * RANDOM_POLICY_RETURN, evals
+    trained = [e for e in evals if e["train_step"] > 0]  # the initial network's evaluation never counts
+    best = max(e["average_return"] for e in trained)
+    assert best >= 475 > 20 * RANDOM_POLICY_RETURN, evals
     summary = re.search(r"summary: solved=(\w+) wall_time=([\d.]+)s env_steps=(\d+) train_steps=(\d+)", result.stdout)
     assert summary and summary.group(1) == "yes", result.stdout[-3000:]
     # Even when the solve comes before the first progress report, the summary counts the steps that led to it.
-    solving_step = next(e["train_step"] for e in evals if e["average_return"] >= 150)
+    solving_step = next(e["train_step"] for e in trained if e["average_return"] >= 475)
     assert int(summary.group(4)) >= solving_step > 0 and int(summary.group(3)) > 0, (summary.group(0), evals)
     # The evaluator leaves the best policy it saw as a SavedModel; replayed on the evaluator's episodes
     # (seed 3 + 99_991), it scores exactly what the evaluator recorded.
-    best_eval = max(evals, key=lambda e: e["average_return"])
+    best_eval = max(trained, key=lambda e: e["average_return"])
     meta = json.loads((root / "evaluator" / "best_policy.json").read_text())
     assert meta == {"train_step": best_eval["train_step"], "average_return": best_eval["average_return"]}
     assert replay_greedy(root / "evaluator" / "best_policy", seed=3 + 99_991) == pytest.approx(meta["average_return"])
