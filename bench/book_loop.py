@@ -3,7 +3,8 @@
 One process: a Reverb server, PyDriver + PyTFEagerPolicy(collect policy) + ReverbAddTrajectoryObserver
 (sequence_length 2) on one env, `as_dataset(sample_batch_size=64, num_steps=2, num_parallel_calls=3)
 .prefetch(3)`, `common.function(agent.train)`, 4 collect steps per train step. The agent is built by
-our `build_agent` with the same defaults as the service, so only the architecture differs. Greedy
+our `build_agent` with the same defaults as the service (observation scaling included), so only the
+architecture differs. Greedy
 evaluation (10 episodes) every `--eval-interval` train steps; stops when solved or out of time.
 
     python bench/book_loop.py --seed 1 --budget-s 120

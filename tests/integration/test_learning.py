@@ -16,8 +16,8 @@ RANDOM_POLICY_RETURN = 22  # CartPole-v1 with uniformly random actions averages 
 
 def test_local_defaults_solve_cartpole(tmp_path):
     root = tmp_path / "run"
-    # The defaults, to CartPole's own threshold (475). In bench/time_to_solve.py runs they solved seeds 1-15 at
-    # 750-2,400 train steps; runs that miss the early solve have needed up to ~21,500, hence the 30,000 cap.
+    # The defaults, to CartPole's own threshold (475). In bench/time_to_solve.py runs 24 of 25 solved at 900-2,700
+    # train steps; a run that misses the early solve needs up to ~22,000, hence the 30,000 cap.
     result = subprocess.run(
         [sys.executable, "-m", "launcher", "local", "--root-dir", str(root), "--seed", "3",
          "--max-train-steps", "30000"],
