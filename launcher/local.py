@@ -176,7 +176,8 @@ def run(config: LocalConfig) -> int:
     while True:
         elapsed = time.monotonic() - started
         latest = latest_eval(config.root_dir)
-        if latest and (best is None or latest["average_return"] > best["average_return"]):
+        # The best, like a solve, counts trained weights only (see `solves`).
+        if latest and latest["train_step"] > 0 and (best is None or latest["average_return"] > best["average_return"]):
             best = latest
         line, train_step, env_steps = progress_line(config, elapsed, best)
         if interactive:
