@@ -1,7 +1,12 @@
 """Learner throughput: SGD steps/s fed from a replay server vs. the same train step on a fixed batch.
 
-Run: python bench/learner_throughput.py [--seconds 15] [--envs-per-item 1,16]
+Run: python bench/learner_throughput.py [--seconds 15] [--envs-per-item 1,16] [--rounds 6]
      [--intra-op-threads 2 --inter-op-threads 2]   (threads other than the learner's auto choice)
+
+The headline ratio (#5's target 2: the learner's default input against the same train step on a fixed batch) is
+also measured interleaved: `--rounds` pairs of short windows, fixed and fed alternating which goes first, on the
+last layout. This box's speed drifts by a third within minutes, so back-to-back 10 s figures can differ by that
+much for reasons that have nothing to do with the input; the per-round ratios and their median do not.
 """
 
 from __future__ import annotations
@@ -9,6 +14,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import statistics
 import sys
 import time
 
@@ -28,6 +34,39 @@ def rate(step_fn, seconds: float, steps_per_call: int = 1) -> float:
     return calls * steps_per_call / (time.perf_counter() - start)
 
 
+def fed_step_fn(config, bundle, train_fn):
+    """(step function, close) of the learner's own input path: batches staged in variables by its feed thread."""
+    from learner.feed import StagedBatches
+    from learner.staged import StagedTrainer
+    from learner.train import finish_batch, sample_dataset
+
+    feed = StagedBatches(lambda: sample_dataset(config, bundle), finish_batch(config, bundle))
+    trainer = StagedTrainer(train_fn, feed.slots)
+
+    def fed_step():
+        index = feed.get(60)
+        trainer.train(index)
+        feed.release(index)
+
+    return fed_step, feed.close
+
+
+def interleaved_ratios(config, bundle, train_fn, fixed_batch, args) -> list[tuple[float, float, float]]:
+    """(fed / fixed, fed, fixed) SGD steps/s per round; the same train function, windows alternating first."""
+    fed_step, close = fed_step_fn(config, bundle, train_fn)
+    fixed_step = lambda: train_fn(fixed_batch, None)  # noqa: E731 - the learner's train function on one batch
+    rounds = []
+    try:
+        for index in range(args.rounds):
+            order = (("fixed", fixed_step), ("fed", fed_step))
+            rates = dict((name, rate(step, args.round_seconds)) for name, step in (order if index % 2 == 0
+                                                                                  else order[::-1]))
+            rounds.append((rates["fed"] / rates["fixed"], rates["fed"], rates["fixed"]))
+    finally:
+        close()
+    return rounds
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seconds", type=float, default=10.0)
@@ -35,6 +74,9 @@ def main() -> None:
     parser.add_argument("--fc-layer-params", default="256,256", help="Q-network layers (the defaults: 256,256)")
     parser.add_argument("--envs-per-item", default="1,16",
                         help="replay layouts to feed from, each on its own server (1 = one env per item)")
+    parser.add_argument("--rounds", type=int, default=6,
+                        help="interleaved rounds of the headline ratio (0 = skip), each 2 x --round-seconds")
+    parser.add_argument("--round-seconds", type=float, default=3.0)
     parser.add_argument("--steps-per-call", default="2,4",
                         help="also run the train step N SGD steps per call (--train-steps-per-call), fixed and fed "
                              "by the learner's default input, on the last layout")
@@ -58,9 +100,7 @@ def main() -> None:
     print(f"TF threads: intra-op {intra}, inter-op {inter} (0 = TF's default)")
 
     from dqn.agent import build_agent
-    from learner.feed import StagedBatches
-    from learner.staged import StagedTrainer
-    from learner.train import finish_batch, make_dataset, make_train_fn, sample_dataset
+    from learner.train import make_dataset, make_train_fn
 
     layers = tuple(int(n) for n in args.fc_layer_params.split(","))
     results: dict[str, float] = {}
@@ -69,18 +109,11 @@ def main() -> None:
 
     def fed_rate(config, bundle, train_fn) -> float:
         """SGD steps/s of the learner's own input path: batches staged in variables by its feed thread."""
-        feed = StagedBatches(lambda: sample_dataset(config, bundle), finish_batch(config, bundle))
-        trainer = StagedTrainer(train_fn, feed.slots)
-
-        def fed_step():
-            index = feed.get(60)
-            trainer.train(index)
-            feed.release(index)
-
+        fed_step, close = fed_step_fn(config, bundle, train_fn)
         try:
             return rate(fed_step, args.seconds, config.train_steps_per_call)
         finally:
-            feed.close()
+            close()
 
     layouts = [int(n) for n in args.envs_per_item.split(",")]
     for envs in layouts:
@@ -110,6 +143,9 @@ def main() -> None:
                 pairs.append((name, fixed_name))
             if envs != layouts[-1]:
                 continue
+            if args.rounds:
+                layout_batch, _ = next(iter(make_dataset(config, bundle)))  # this layout's sampled batch, kept
+                interleaved = interleaved_ratios(config, bundle, learner_train, layout_batch, args)
             # Several SGD steps per call, on the last layout's server.
             for steps in (int(n) for n in args.steps_per_call.split(",") if n):
                 many = dataclasses.replace(config, train_steps_per_call=steps)
@@ -125,6 +161,12 @@ def main() -> None:
         print(f"{name:<{width}}  {value:8.1f} SGD steps/s")
     for fed, fixed in pairs:
         print(f"ratio {fed.split('fed by ')[1]} / {fixed.split(', fixed')[0]}: {results[fed] / results[fixed]:.2f}")
+    if args.rounds:
+        ratios = sorted(r for r, _, _ in interleaved)
+        print(f"interleaved, {args.rounds} rounds of {args.round_seconds:.0f} s + {args.round_seconds:.0f} s "
+              f"(the default input vs the same train step on a fixed batch, {layouts[-1]} envs/item): per round "
+              + ", ".join(f"{fed:.0f}/{fixed:.0f}={r:.2f}" for r, fed, fixed in interleaved)
+              + f"; median ratio {statistics.median(ratios):.2f}")
 
 
 if __name__ == "__main__":
