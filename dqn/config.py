@@ -61,9 +61,9 @@ class CommonConfig:
                   "features unbounded or bounded beyond 1e6 pass as they are) inside the network, so replay and "
                   "exported policies keep raw observations. CartPole's cart position (4.8) and pole angle (0.42 rad) "
                   "then span [-1, 1]; bench/learning_sim.py seeds 1-16 solved 11/16 at 700-2,200 train steps, "
-                  "unscaled 10/15 at 1,000-3,100, and bench/time_to_solve.py solved seeds 1-5 in 12-17 s (README "
-                  "Performance). none = raw observations (the book). Conv networks scale uint8 images by 1/255 "
-                  "either way",
+                  "unscaled 10/15 at 1,000-3,100; bench/time_to_solve.py, 4 runs of seeds 1-5: medians 12.5-16.1 s, "
+                  "5/5 within 120 s each (README Performance). none = raw observations (the book). Conv networks "
+                  "scale uint8 images by 1/255 either way",
         choices=("bounds", "none"))
     learning_rate: float = setting(1e-3, "Adam learning rate (the notebook's 1e-3; fastest CartPole solves in our "
                                          "sweep once evaluation runs every 100 steps and catches the first peak)",
