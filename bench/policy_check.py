@@ -28,16 +28,16 @@ def check_policy(policy_dir: str, env_id: str, episodes: int, seed: int) -> dict
 
     policy = tf.saved_model.load(policy_dir)
     env = GymnasiumVectorEnvironment(env_id, episodes, seed=seed)
-    step = env.reset()
+    step, state = env.reset(), policy.get_initial_state(episodes)  # a stateful (RNN) policy carries its state
     returns = np.zeros(episodes)
     running = np.ones(episodes, dtype=bool)
     while running.any():
-        action = policy.action(ts.TimeStep(*(tf.constant(field) for field in step))).action.numpy()
-        step = env.step(action)
+        policy_step = policy.action(tf.nest.map_structure(tf.constant, step), state)
+        step, state = env.step(policy_step.action.numpy()), policy_step.state
         returns += np.where(running, step.reward, 0.0)
         running &= step.step_type != ts.StepType.LAST
     env.close()
-    return {"episodes": episodes, "seed": seed, "mean_return": round(float(returns.mean()), 1),
+    return {"episodes": episodes, "seed": seed, "mean_return": float(returns.mean()),
             "median_return": float(np.median(returns)), "min_return": float(returns.min())}
 
 
@@ -50,7 +50,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=12_345, help="env i starts from seed + i (the evaluator uses "
                                                                  "seed + 99,991 of the run)")
     args = parser.parse_args()
-    print(json.dumps(check_policy(args.policy_dir, args.env_id, args.episodes, args.seed)), flush=True)
+    result = check_policy(args.policy_dir, args.env_id, args.episodes, args.seed)
+    print(json.dumps({**result, "mean_return": round(result["mean_return"], 1)}), flush=True)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ import sys
 
 import pytest
 
+from bench.policy_check import check_policy
 from tests.conftest import REPO
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(600)]
@@ -37,28 +38,8 @@ def test_local_defaults_solve_cartpole(tmp_path):
     best_eval = max(trained, key=lambda e: e["average_return"])
     meta = json.loads((root / "evaluator" / "best_policy.json").read_text())
     assert meta == {"train_step": best_eval["train_step"], "average_return": best_eval["average_return"]}
-    assert replay_greedy(root / "evaluator" / "best_policy", seed=3 + 99_991) == pytest.approx(meta["average_return"])
-
-
-def replay_greedy(policy_dir, seed, episodes=10):
-    """Average return of one CartPole-v1 episode per env (env i seeded seed + i) under a saved greedy policy."""
-    import numpy as np
-    import tensorflow as tf
-
-    from dqn.envs import GymnasiumVectorEnvironment
-
-    policy = tf.saved_model.load(str(policy_dir))
-    env = GymnasiumVectorEnvironment("CartPole-v1", episodes)
-    env.reseed(seed)
-    time_step, state = env.reset(), policy.get_initial_state(episodes)
-    returns, running = np.zeros(episodes), np.ones(episodes, bool)
-    while running.any():
-        step = policy.action(tf.nest.map_structure(tf.constant, time_step), state)
-        time_step, state = env.step(step.action.numpy()), step.state
-        returns += np.where(running, time_step.reward, 0.0)
-        running &= ~time_step.is_last()
-    env.close()
-    return float(returns.mean())
+    replayed = check_policy(str(root / "evaluator" / "best_policy"), "CartPole-v1", episodes=10, seed=3 + 99_991)
+    assert replayed["mean_return"] == pytest.approx(meta["average_return"])
 
 
 def test_book_loop_baseline_runs_and_evaluates():
