@@ -94,7 +94,8 @@ def observation_scale(observation_spec) -> np.ndarray | None:
     high = np.broadcast_to(np.asarray(observation_spec.maximum, np.float64), shape)
     bound = np.maximum(np.abs(low), np.abs(high))
     scalable = np.isfinite(bound) & (bound > 0) & (bound <= LARGEST_SCALED_BOUND)
-    scale = np.where(scalable, 1.0 / np.where(scalable, bound, 1.0), 1.0).astype(np.float32)
+    scale = np.ones(shape, np.float32)
+    scale[scalable] = 1.0 / bound[scalable]
     return None if np.all(scale == 1.0) else scale
 
 
