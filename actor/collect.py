@@ -35,10 +35,22 @@ def actor_epsilon(config: ActorConfig, train_step: int) -> float:
     """Epsilon of this actor: decayed schedule, or Ape-X's fixed per-actor ladder."""
     if not config.apex_epsilon:
         return epsilon_at(config, train_step)
-    if config.num_actors == 1:
-        return config.apex_base_epsilon
-    rank = config.actor_id % config.num_actors  # hostname-derived ids still land on the ladder
-    return config.apex_base_epsilon ** (1 + 7 * rank / (config.num_actors - 1))
+    i, k = config.actor_id, config.num_actors
+    # ids 0..K-1 (`local`, explicit ids) keep the paper's evenly spaced ladder. Replica ids (Compose 1..N, scaled
+    # without touching num_actors) take the van der Corput fraction: injective, so every id gets its own epsilon,
+    # and any run of ids is spread over the whole ladder. It never equals a paper value j/(K-1) of another id.
+    fraction = i / (k - 1) if i < k and k > 1 else van_der_corput(i)
+    return config.apex_base_epsilon ** (1 + 7 * fraction)
+
+
+def van_der_corput(n: int) -> float:
+    """n's binary digits mirrored behind the point: 0, 1/2, 1/4, 3/4, 1/8, 5/8, ... (distinct, in [0, 1))."""
+    fraction, scale = 0.0, 0.5
+    while n:
+        n, bit = divmod(n, 2)
+        fraction += bit * scale
+        scale /= 2
+    return fraction
 
 
 

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import socket
-import zlib
 
 from dqn.configuration import ConfigError, setting
 from dqn.presets import PRESET_NAMES
@@ -295,8 +293,8 @@ class LearnerConfig(CommonConfig):
 class ActorConfig(CommonConfig):
     """An actor: N parallel envs, batched epsilon-greedy inference, items of sequence_length steps per env stream."""
 
-    actor_id: int = setting(0, "index of this actor (seeds, log dir actor-<id>, Ape-X epsilon); -1 = derive a "
-                                  "stable id from the hostname (scaled compose/Kubernetes replicas)", ge=-1)
+    actor_id: int = setting(0, "index of this actor (seeds, log dir actor-<id>, Ape-X epsilon); -1 = the replica "
+                                  "number in the pod/container name (StatefulSet ordinal, Compose replica)", ge=-1)
     num_actors: int = setting(2, "actors in the system (for per-actor epsilon)", ge=1)
     num_envs: int = setting(32, "parallel environments in this actor process (32: with 2 actors every env "
                                 "advances one step per SGD step, so long episodes reach replay early; "
@@ -317,7 +315,8 @@ class ActorConfig(CommonConfig):
                 "dqn/host_policy.py mirrors exactly (~0.1 ms per step at 32 envs against ~0.58 ms for a graph "
                 "call), else the TF-Agents policy in one graph call; graph = always the graph call",
         choices=("auto", "graph"))
-    apex_epsilon: bool = setting(False, "Ape-X per-actor epsilon: eps_i = apex_base^(1 + 7 i/(K-1))")
+    apex_epsilon: bool = setting(False, "Ape-X per-actor epsilon: eps_i = apex_base^(1 + 7 f_i), f_i = i/(K-1) for "
+                                        "ids i < num_actors K, else i's van der Corput fraction (distinct at any scale)")
     apex_base_epsilon: float = setting(0.4, "Ape-X base epsilon (Horgan et al. 2018: 0.4)", ge=0, le=1)
     summary_interval_s: float = setting(5.0, "seconds between actor summaries", gt=0)
     health_port: int = setting(0, "port of the grpc.health.v1 service; 0 disables it", ge=0, le=65535)
@@ -332,10 +331,12 @@ class ActorConfig(CommonConfig):
                                           "another --num-envs, or --envs-per-item 1 for one item per env")
 
     def resolved_actor_id(self) -> int:
-        """actor_id, or for -1 a stable id from the hostname (replicas share one config)."""
+        """actor_id, or for -1 the replica number of this pod/container (dqn/identity.py; replicas share one config)."""
         if self.actor_id >= 0:
             return self.actor_id
-        return zlib.crc32(socket.gethostname().encode()) % 1_000_000
+        from dqn.identity import stable_actor_id  # DNS only when asked: a lookup is no part of parsing a config
+
+        return stable_actor_id()
 
 
 @dataclasses.dataclass(frozen=True)
