@@ -44,7 +44,7 @@ def actor_epsilon(config: ActorConfig, train_step: int) -> float:
 
 
 def van_der_corput(n: int) -> float:
-    """n's binary digits mirrored behind the point: 0, 1/2, 1/4, 3/4, 1/8, 5/8, ... (distinct, in [0, 1))."""
+    """The binary digits of n mirrored behind the point: 0, 1/2, 1/4, 3/4, 1/8, 5/8, ... (distinct, in [0, 1))."""
     fraction, scale = 0.0, 0.5
     while n:
         n, bit = divmod(n, 2)

@@ -315,8 +315,8 @@ class ActorConfig(CommonConfig):
                 "dqn/host_policy.py mirrors exactly (~0.1 ms per step at 32 envs against ~0.58 ms for a graph "
                 "call), else the TF-Agents policy in one graph call; graph = always the graph call",
         choices=("auto", "graph"))
-    apex_epsilon: bool = setting(False, "Ape-X per-actor epsilon: eps_i = apex_base^(1 + 7 f_i), f_i = i/(K-1) for "
-                                        "ids i < num_actors K, else i's van der Corput fraction (distinct at any scale)")
+    apex_epsilon: bool = setting(False, "Ape-X per-actor epsilon: eps_i = apex_base^(1 + 7 f_i), f_i = i/(K-1) "
+                                        "for ids i < num_actors K, else i's van der Corput fraction (any scale)")
     apex_base_epsilon: float = setting(0.4, "Ape-X base epsilon (Horgan et al. 2018: 0.4)", ge=0, le=1)
     summary_interval_s: float = setting(5.0, "seconds between actor summaries", gt=0)
     health_port: int = setting(0, "port of the grpc.health.v1 service; 0 disables it", ge=0, le=65535)

@@ -38,7 +38,7 @@ def uses_docker_dns(resolv_conf: str = "/etc/resolv.conf") -> bool:
 
 
 def docker_container_name(timeout_s: float = 2.0) -> str | None:
-    """This container's name from Docker's DNS (PTR of its own address), or None outside Docker or on no answer."""
+    """The container's name from Docker's DNS (PTR of its own address), or None outside Docker or on no answer."""
     import dns.exception
     import dns.resolver
     import dns.reversename
