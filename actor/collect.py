@@ -30,6 +30,11 @@ from dqn.weights import FlatWeights, WeightsPuller
 
 log = logging.getLogger("actor")
 
+#: Seconds the actor's last writes get at shutdown. Items the server has not confirmed by then were never stored
+#: (after the learner stops, the rate limiter holds them for good), so waiting longer saves nothing: a short final
+#: flush lets an actor exit within ~2 s of SIGTERM. Confirmed items are in the table already and stay there.
+FINAL_FLUSH_S = 1.0
+
 
 def actor_epsilon(config: ActorConfig, train_step: int) -> float:
     """Epsilon of this actor: decayed schedule, or Ape-X's fixed per-actor ladder."""
@@ -224,8 +229,8 @@ class Actor:
             self.maybe_summarize()
 
     def close(self) -> None:
-        """Flushes what the server accepts within the deadline, then releases everything."""
-        self.streams.close(timeout_ms=int(self.config.rpc_timeout_s * 1000))
+        """Flushes what the server accepts within FINAL_FLUSH_S, then releases everything."""
+        self.streams.close(timeout_ms=int(min(FINAL_FLUSH_S, self.config.rpc_timeout_s) * 1000))
         self.status = "stopped"
         self.maybe_summarize(force=True)  # the launcher's final summary reads the env steps from here
         self.puller.close()

@@ -44,8 +44,8 @@ if [ ! -s "$tarball" ]; then
             value=$(pip config get "global.$name" 2>/dev/null || true)
             env_name=PIP_$(echo "$name" | tr 'a-z-' 'A-Z_')
             value=${!env_name:-$value}
-            value=$(echo "$value" | tr ' ' '\n' | grep -v '^file:' | tr '\n' ' ' | sed 's/ *$//')
-            [ -n "$value" ] && echo "$name = $value"
+            value=$(echo "$value" | tr ' ' '\n' | { grep -v '^file:' || true; } | tr '\n' ' ' | sed 's/ *$//')
+            if [ -n "$value" ]; then echo "$name = $value"; fi
         done
     } > "$root/etc/pip.conf"
     rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/*
