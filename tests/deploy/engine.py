@@ -1,0 +1,135 @@
+"""A throw-away Docker engine for the live Compose test, started and removed by deploy/engine/setup-docker-engine.sh."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "deploy" / "engine" / "setup-docker-engine.sh"
+BASE_SCRIPT = REPO / "tests" / "deploy" / "build-test-base.sh"
+#: Fixed paths, so that a run finds and removes what a crashed run left behind.
+ROOT = Path("/var/tmp/dqn-compose-live")
+BASE_IMAGE = "dqn-service-test-base:bookworm-python3.11"
+COMPOSE_FILES = ("docker-compose.yml", "tests/deploy/compose.live.yml")
+PROJECT = "dqn-service"
+
+
+class Engine:
+    """dockerd on its own socket, data root and exec root; `compose(...)` runs the real file plus the test override."""
+
+    def __init__(self, root: Path = ROOT):
+        self.root = root
+        self.options = ["--data-root", str(root / "data"), "--exec-root", str(root / "run"),
+                        "--socket", str(root / "docker.sock"), "--plugins-dir", str(root / "config" / "cli-plugins"),
+                        "--python", sys.executable]
+        self.env = {**os.environ, "DOCKER_HOST": f"unix://{root / 'docker.sock'}",
+                    "DOCKER_CONFIG": str(root / "config"), "DQN_TEST_BASE_IMAGE": BASE_IMAGE}
+        self.env.pop("COMPOSE_PROJECT_NAME", None)
+        self.env.pop("COMPOSE_FILE", None)
+
+    def script(self, command: str, timeout_s: float = 600) -> None:
+        """Runs setup-docker-engine.sh COMMAND with this engine's paths; raises with its output on failure."""
+        result = subprocess.run([str(SCRIPT), command, *self.options], capture_output=True, text=True,
+                                timeout=timeout_s, env=self.env)
+        if result.returncode:
+            raise RuntimeError(f"setup-docker-engine.sh {command} failed ({result.returncode}):\n"
+                               f"{result.stdout}\n{result.stderr}")
+
+    def start(self) -> None:
+        """Removes leftovers of an earlier run, then starts a fresh engine (installs docker.io if missing)."""
+        self.script("purge")
+        self.script("start")
+
+    def purge(self) -> None:
+        """Stops the daemon and removes its mounts, bridges, data root and exec root."""
+        self.script("purge")
+
+    def run(self, *args: str, timeout_s: float = 120, check: bool = True) -> subprocess.CompletedProcess:
+        """`docker ARGS` against this engine."""
+        result = subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout_s, env=self.env,
+                                cwd=REPO)
+        if check and result.returncode:
+            raise AssertionError(f"docker {' '.join(args)} exited {result.returncode}:\n{result.stdout[-3000:]}\n"
+                                 f"{result.stderr[-3000:]}")
+        return result
+
+    def compose(self, *args: str, timeout_s: float = 300, check: bool = True) -> subprocess.CompletedProcess:
+        """`docker compose -f docker-compose.yml -f tests/deploy/compose.live.yml ARGS`."""
+        files = [arg for f in COMPOSE_FILES for arg in ("-f", f)]
+        return self.run("compose", *files, *args, timeout_s=timeout_s, check=check)
+
+    def build_base(self) -> None:
+        """Imports the stand-in base image (debootstrap on the first run, a cached root fs after)."""
+        result = subprocess.run([str(BASE_SCRIPT), BASE_IMAGE], capture_output=True, text=True, timeout=900,
+                                env=self.env)
+        if result.returncode:
+            raise AssertionError(f"building the stand-in base image failed:\n{result.stderr[-3000:]}")
+
+    def containers(self) -> list[dict]:
+        """`compose ps -a` as dicts (Service, Name, State, Health, ExitCode, ...)."""
+        out = self.compose("ps", "-a", "--format", "json").stdout
+        return [json.loads(line) for line in out.splitlines() if line.strip()]
+
+    def inspect(self, name: str) -> dict:
+        """`docker inspect NAME`."""
+        return json.loads(self.run("inspect", name).stdout)[0]
+
+    def snapshot(self) -> dict:
+        """Progress files under the run root and the replay table's insert count, read inside the learner."""
+        result = self.compose("exec", "-T", "learner", "python", "-c", SNAPSHOT, timeout_s=60)
+        return json.loads(result.stdout.strip().splitlines()[-1])
+
+    def wait_healthy(self, services: dict[str, int], timeout_s: float) -> list[dict]:
+        """Waits until exactly these many containers per service run and report healthy."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            running = [c for c in self.containers() if c["State"] == "running"]
+            counts = {s: sum(c["Service"] == s and c["Health"] == "healthy" for c in running) for s in services}
+            present = {s: sum(c["Service"] == s for c in running) for s in services}
+            if counts == services and present == services:
+                return running
+            if time.monotonic() > deadline:
+                raise AssertionError(f"not healthy within {timeout_s:.0f} s: want {services}, healthy {counts}: "
+                                     + "; ".join(f"{c['Name']} {c['State']} {c['Health']}" for c in self.containers()))
+            time.sleep(2)
+
+
+#: Runs inside the learner container: every role's progress.json, the evaluator's result count, the table's inserts.
+SNAPSHOT = """
+import glob, json, os, reverb
+out = {"progress": {}, "evals": 0, "inserts": None}
+for path in glob.glob("/data/run/*/progress.json"):
+    try:
+        out["progress"][os.path.basename(os.path.dirname(path))] = json.load(open(path))
+    except (OSError, ValueError):
+        pass
+if os.path.exists("/data/run/evaluator/evals.jsonl"):
+    out["evals"] = sum(1 for line in open("/data/run/evaluator/evals.jsonl") if line.strip())
+try:
+    info = reverb.Client("replay-server:8000").server_info(timeout=5)["replay"]
+    out["inserts"] = info.rate_limiter_info.insert_stats.completed
+    out["size"] = info.current_size
+except Exception as error:
+    out["error"] = repr(error)
+print(json.dumps(out))
+"""
+
+
+def wait_for(predicate, timeout_s: float, what: str, interval_s: float = 2.0):
+    """Polls `predicate` until it returns a truthy value (returned); fails naming `what` after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    last_error = None
+    while time.monotonic() < deadline:
+        try:
+            value = predicate()
+            if value:
+                return value
+        except (AssertionError, ValueError, KeyError, subprocess.TimeoutExpired) as error:
+            last_error = error
+        time.sleep(interval_s)
+    raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what} (last error: {last_error})")

@@ -1,0 +1,187 @@
+"""docker-compose.yml in a real Docker engine: build, up, training, scaling, crash recovery, stop/up, down -v.
+
+Needs root (it starts dockerd with deploy/engine/setup-docker-engine.sh, which installs docker.io with apt if it is
+missing) and fails, never skips, when the engine cannot start. Only tests/deploy/compose.live.yml is layered on top
+of the real file: the stand-in base image, host-network builds, a free TensorBoard port and small budgets.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+import urllib.request
+
+import portpicker
+import pytest
+
+from tests.deploy.engine import PROJECT, Engine, wait_for
+
+pytestmark = [pytest.mark.compose_live, pytest.mark.timeout(900)]
+
+HEALTHY_S = 300        # build done -> every container healthy (TensorFlow imports on two shared cores)
+ROLES = {"replay-server": 1, "learner": 1, "actor": 2, "evaluator": 1, "tensorboard": 1}
+
+
+def bridges() -> list[str]:
+    out = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True, check=True).stdout
+    names = [line.split(": ")[1].split("@")[0] for line in out.splitlines()]
+    return [n for n in names if n == "docker0" or re.fullmatch(r"br-[0-9a-f]{12}", n)]
+
+
+@pytest.fixture(scope="module")
+def engine():
+    """A fresh engine for this module; daemon, mounts, bridges and data root are gone afterwards, pass or fail."""
+    assert os.geteuid() == 0, "the live Compose test starts dockerd and needs root (CI runs as root)"
+    engine = Engine()
+    timings = {}
+    try:
+        started = time.monotonic()
+        engine.start()
+        timings["engine"] = time.monotonic() - started
+        engine.timings = timings
+        yield engine
+    finally:
+        try:
+            engine.compose("down", "-v", "--timeout", "5", timeout_s=120, check=False)
+        except Exception:  # noqa: BLE001 - the purge below removes what down could not
+            pass
+        engine.purge()
+        leftovers = bridges()
+        mounts = [line.split()[1] for line in open("/proc/mounts") if line.split()[1].startswith(str(engine.root))]
+        print(f"\nlive compose timings (s): {json.dumps({k: round(v) for k, v in timings.items()})}")
+        assert not leftovers and not mounts and not engine.root.exists(), (leftovers, mounts)
+
+
+def actor_ids(engine: Engine) -> dict[str, int]:
+    """Container name -> the actor id it logged at start ("actor <id>: ...")."""
+    ids = {}
+    for container in engine.containers():
+        if container["Service"] == "actor" and container["State"] == "running":
+            logs = engine.run("logs", container["Name"]).stdout + engine.run("logs", container["Name"]).stderr
+            found = re.findall(r"\bactor (\d+): \d+ envs of", logs)
+            if not found:
+                raise AssertionError(f"{container['Name']} has not logged its id yet")
+            ids[container["Name"]] = int(found[-1])
+    return ids
+
+
+def actors_writing(engine: Engine, ids: set[int], window_s: float = 20) -> bool:
+    """Every actor-<id> in `ids` created more items within the window, and the replay table's inserts grew."""
+    first = engine.snapshot()
+    time.sleep(window_s)
+    second = engine.snapshot()
+    grew = all(second["progress"].get(f"actor-{i}", {}).get("items", 0) >
+               first["progress"].get(f"actor-{i}", {}).get("items", 0) for i in ids)
+    return grew and second["inserts"] is not None and second["inserts"] > (first["inserts"] or 0)
+
+
+def train_step(engine: Engine) -> int:
+    return engine.snapshot()["progress"].get("learner", {}).get("train_step", -1)
+
+
+def tensorboard_tags(port: int) -> set[str]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/data/plugin/scalars/tags", timeout=5) as response:
+        runs = json.load(response)
+    return {tag for tags in runs.values() for tag in tags}
+
+
+def logged_steps(engine: Engine, pattern: str) -> list[int]:
+    result = engine.compose("logs", "--no-color", "learner")
+    return [int(n) for n in re.findall(pattern, result.stdout + result.stderr)]
+
+
+def test_compose_topology_live(engine, tmp_path):
+    timings = engine.timings
+    port = portpicker.pick_unused_port()
+    engine.env["DQN_TEST_TENSORBOARD_PORT"] = str(port)
+
+    started = time.monotonic()
+    engine.build_base()
+    timings["base_image"] = time.monotonic() - started
+    started = time.monotonic()
+    build = engine.compose("build", timeout_s=900)
+    timings["build"] = time.monotonic() - started
+    assert "useradd warning" not in build.stdout + build.stderr
+
+    # up: every service healthy, training, evaluation, TensorBoard on the published loopback port
+    started = time.monotonic()
+    engine.compose("up", "-d")
+    engine.wait_healthy(ROLES, HEALTHY_S)
+    timings["healthy"] = time.monotonic() - started
+    first_step = wait_for(lambda: train_step(engine) > 0 and train_step(engine), 240, "the first train steps")
+    wait_for(lambda: train_step(engine) > first_step, 120, "the train step to advance")
+    timings["training"] = time.monotonic() - started
+    wait_for(lambda: engine.snapshot()["evals"] > 0, 180, "the evaluator's first results")
+    wait_for(lambda: {"eval/average_return", "losses/td_loss"} <= tensorboard_tags(port), 120,
+             "TensorBoard to list eval/average_return and losses/td_loss")
+    first_ids = wait_for(lambda: actor_ids(engine), 60, "the actors' ids")
+    assert sorted(first_ids.values()) == [1, 2], first_ids  # replica numbers of dqn-service-actor-1 and -2
+
+    # scale to 4: four distinct ids (the replica numbers), each writing into its own summary dir
+    started = time.monotonic()
+    engine.compose("up", "-d", "--scale", "actor=4")
+    engine.wait_healthy({**ROLES, "actor": 4}, HEALTHY_S)
+    ids4 = wait_for(lambda: len(actor_ids(engine)) == 4 and actor_ids(engine), 60, "four actor ids")
+    assert ids4 == {f"{PROJECT}-actor-{n}": n for n in (1, 2, 3, 4)}, ids4
+    wait_for(lambda: actors_writing(engine, set(ids4.values())), 180, "all four actors to write", interval_s=0)
+    dirs = {name for name in engine.snapshot()["progress"] if name.startswith("actor-")}
+    assert dirs == {f"actor-{n}" for n in (1, 2, 3, 4)}, dirs
+    timings["scale4"] = time.monotonic() - started
+
+    # scale down to 2 and back up to 3: the ids come from the first four, no new summary dirs
+    engine.compose("up", "-d", "--scale", "actor=2")
+    engine.wait_healthy(ROLES, HEALTHY_S)
+    engine.compose("up", "-d", "--scale", "actor=3")
+    engine.wait_healthy({**ROLES, "actor": 3}, HEALTHY_S)
+    ids3 = wait_for(lambda: len(actor_ids(engine)) == 3 and actor_ids(engine), 60, "three actor ids")
+    assert set(ids3.values()) == {1, 2, 3}, ids3
+    assert {n for n in engine.snapshot()["progress"] if n.startswith("actor-")} == dirs
+
+    # down + up: the same ids as the first up
+    engine.compose("down", timeout_s=300)
+    engine.compose("up", "-d")
+    engine.wait_healthy(ROLES, HEALTHY_S)
+    assert wait_for(lambda: actor_ids(engine), 60, "the actors' ids after down/up") == first_ids
+
+    # a crash of the replay server (SIGKILL from outside, as the OOM killer would): the restart policy brings it
+    # back with its buffer restored from the last checkpoint, and training resumes within 45 s
+    wait_for(lambda: train_step(engine) > 0, 180, "training after down/up")
+    replay = next(c for c in engine.containers() if c["Service"] == "replay-server")
+    before = engine.inspect(replay["Name"])
+    os.kill(before["State"]["Pid"], signal.SIGKILL)
+    killed_at = time.monotonic()
+    wait_for(lambda: engine.inspect(replay["Name"])["RestartCount"] > before["RestartCount"], 60,
+             "the restart policy to restart the replay server", interval_s=0.5)
+    step = wait_for(lambda: engine.snapshot().get("size", 0) > 0 and train_step(engine), 45,
+                    "the replay server to answer with its buffer", interval_s=1)
+    wait_for(lambda: train_step(engine) > step, 45 - (time.monotonic() - killed_at), "training to resume",
+             interval_s=1)
+    timings["crash_recovery"] = time.monotonic() - killed_at
+    logs = engine.compose("logs", "--no-color", "replay-server")
+    restored = re.findall(r"restored replay: size=(\d+)/", logs.stdout + logs.stderr)
+    assert len(restored) >= 2 and int(restored[-1]) > 0, (logs.stdout + logs.stderr)[-2000:]
+
+    # stop: every role exits 0 (a role past its stop_grace_period would be killed: 137); up resumes the learner
+    started = time.monotonic()
+    engine.compose("stop", timeout_s=300)
+    timings["stop"] = time.monotonic() - started
+    exits = {c["Name"]: (c["State"], c["ExitCode"]) for c in engine.containers()}
+    assert all(state == "exited" and code == 0 for state, code in exits.values()), exits
+    stopped_at = logged_steps(engine, r"stopping at train step (\d+)")[-1]
+    starts = len(logged_steps(engine, r"learner starting at train step (\d+)"))
+    engine.compose("up", "-d")
+    engine.wait_healthy(ROLES, HEALTHY_S)
+    resumed = wait_for(lambda: logged_steps(engine, r"learner starting at train step (\d+)")[starts:], 60,
+                       "the learner to log its restored step")
+    assert resumed[0] == stopped_at
+
+    # down -v: nothing of the project is left
+    engine.compose("down", "-v", timeout_s=300)
+    label = f"label=com.docker.compose.project={PROJECT}"
+    for kind in ("container", "network", "volume"):
+        left = engine.run(kind, "ls", *(["-a"] if kind == "container" else []), "-q", "--filter", label).stdout
+        assert not left.strip(), f"{kind}s left after down -v: {left}"
