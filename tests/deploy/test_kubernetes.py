@@ -9,6 +9,7 @@ import yaml
 
 from dqn import configuration
 from dqn.config import ALL_CONFIG_CLASSES, ActorConfig, EvaluatorConfig, LearnerConfig, ReplayServerConfig
+from dqn.identity import stable_actor_id
 from tests.deploy.manifests import (
     OVERLAYS,
     ROLES,
@@ -76,7 +77,12 @@ def test_topology_objects_exist(rendered, overlay):
     volume = next(v for v in learner_spec["volumes"] if v["name"] == run_root["name"])
     assert "persistentVolumeClaim" in volume, "the learner's run root (checkpoints) must be persistent"
     one(objects, "PersistentVolumeClaim", volume["persistentVolumeClaim"]["claimName"])
-    assert one(objects, "Deployment", "actor")["spec"]["replicas"] >= 1
+    actor = one(objects, "StatefulSet", "actor")  # stable pod names actor-<ordinal>: the actor ids
+    assert actor["spec"]["replicas"] >= 1 and actor["spec"]["podManagementPolicy"] == "Parallel"
+    actor_service = one(objects, "Service", "actor")
+    assert actor_service["spec"]["clusterIP"] == "None" and actor["spec"]["serviceName"] == \
+        actor_service["metadata"]["name"]
+    assert not actor["spec"].get("volumeClaimTemplates"), "actors keep no state of their own"
     one(objects, "Deployment", "evaluator")
     one(objects, "Deployment", "tensorboard")
     assert one(objects, "Service", "tensorboard")["spec"]["type"] == "ClusterIP"
@@ -85,10 +91,10 @@ def test_topology_objects_exist(rendered, overlay):
 
 
 def test_base_has_an_actor_autoscaler(rendered):
-    """The example HPA scales the actor Deployment (and only it)."""
+    """The example HPA scales the actor StatefulSet (and only it)."""
     hpa = one(rendered["base"], "HorizontalPodAutoscaler", "actor")
     target = hpa["spec"]["scaleTargetRef"]
-    assert (target["kind"], target["name"]) == ("Deployment", one(rendered["base"], "Deployment", "actor")
+    assert (target["kind"], target["name"]) == ("StatefulSet", one(rendered["base"], "StatefulSet", "actor")
                                                 ["metadata"]["name"])
     assert 1 <= hpa["spec"]["minReplicas"] <= hpa["spec"]["maxReplicas"]
 
@@ -212,7 +218,7 @@ def test_every_role_gets_a_valid_config(rendered, overlay):
     """Each container's DQN_* environment resolves for its role; actors derive their id from the pod name."""
     objects = rendered[overlay]
     known = configuration.known_field_names(ALL_CONFIG_CLASSES)
-    for _, template in pod_templates(objects):
+    for workload, template in pod_templates(objects):
         container = template["spec"]["containers"][0]
         role = role_of(container)
         if role not in ROLE_CONFIGS:
@@ -223,6 +229,8 @@ def test_every_role_gets_a_valid_config(rendered, overlay):
         assert config.replay_address == f"{service['metadata']['name']}:{service['spec']['ports'][0]['port']}"
         if role == "actor":
             assert config.actor_id == -1
+            assert workload["kind"] == "StatefulSet"  # -1 means the ordinal in the pod name
+            assert stable_actor_id(f"{workload['metadata']['name']}-3") == 3
 
 
 def test_gpu_overlay_puts_only_the_learner_on_a_gpu(rendered):
