@@ -30,10 +30,11 @@ from dqn.weights import FlatWeights, WeightsPuller
 
 log = logging.getLogger("actor")
 
-#: Seconds the actor's last writes get at shutdown. Items the server has not confirmed by then were never stored
-#: (after the learner stops, the rate limiter holds them for good), so waiting longer saves nothing: a short final
-#: flush lets an actor exit within ~2 s of SIGTERM. Confirmed items are in the table already and stay there.
-FINAL_FLUSH_S = 1.0
+#: Seconds the actor's last writes get at shutdown. A healthy server confirms in-flight items within milliseconds;
+#: items still unconfirmed after this were never stored (after the learner stops, the rate limiter holds them for
+#: good), so waiting longer saves nothing. A short final flush lets an actor exit within ~2 s of SIGTERM; confirmed
+#: items are in the table already and stay there.
+FINAL_FLUSH_S = 0.5
 
 
 def actor_epsilon(config: ActorConfig, train_step: int) -> float:
