@@ -28,7 +28,8 @@ class Engine:
                         "--socket", str(root / "docker.sock"), "--plugins-dir", str(root / "config" / "cli-plugins"),
                         "--python", sys.executable]
         self.env = {**os.environ, "DOCKER_HOST": f"unix://{root / 'docker.sock'}",
-                    "DOCKER_CONFIG": str(root / "config"), "DQN_TEST_BASE_IMAGE": BASE_IMAGE}
+                    "DOCKER_CONFIG": str(root / "config"), "DQN_TEST_BASE_IMAGE": BASE_IMAGE,
+                    "COMPOSE_BAKE": "false"}  # no buildx here: build with the engine, without a warning
         self.env.pop("COMPOSE_PROJECT_NAME", None)
         self.env.pop("COMPOSE_FILE", None)
 

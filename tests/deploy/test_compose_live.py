@@ -7,6 +7,7 @@ of the real file: the stand-in base image, host-network builds, a free TensorBoa
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import re
@@ -52,7 +53,7 @@ def engine():
         engine.purge()
         leftovers = bridges()
         mounts = [line.split()[1] for line in open("/proc/mounts") if line.split()[1].startswith(str(engine.root))]
-        print(f"\nlive compose timings (s): {json.dumps({k: round(v) for k, v in timings.items()})}")
+        print(f"\nlive compose timings (s): {json.dumps({k: round(v, 1) for k, v in timings.items()})}")
         assert not leftovers and not mounts and not engine.root.exists(), (leftovers, mounts)
 
 
@@ -103,7 +104,8 @@ def test_compose_topology_live(engine, tmp_path):
     engine.build_base()
     timings["base_image"] = time.monotonic() - started
     started = time.monotonic()
-    build = engine.compose("build", timeout_s=900)
+    # Every service names the same image: building one builds it for all (five parallel builds would only compete).
+    build = engine.compose("build", "replay-server", timeout_s=900)
     timings["build"] = time.monotonic() - started
     assert "useradd warning" not in build.stdout + build.stderr
 
@@ -166,11 +168,15 @@ def test_compose_topology_live(engine, tmp_path):
     assert len(restored) >= 2 and int(restored[-1]) > 0, (logs.stdout + logs.stderr)[-2000:]
 
     # stop: every role exits 0 (a role past its stop_grace_period would be killed: 137); up resumes the learner
-    started = time.monotonic()
+    started, stop_issued = time.monotonic(), datetime.datetime.now(datetime.UTC)
     engine.compose("stop", timeout_s=300)
     timings["stop"] = time.monotonic() - started
     exits = {c["Name"]: (c["State"], c["ExitCode"]) for c in engine.containers()}
     assert all(state == "exited" and code == 0 for state, code in exits.values()), exits
+    for name in exits:  # seconds from `compose stop` to each container's exit (actors: SIGTERM at once)
+        finished = engine.inspect(name)["State"]["FinishedAt"]
+        finished_at = datetime.datetime.fromisoformat(finished[:26].rstrip("Z") + "+00:00")
+        timings[f"stop:{name.removeprefix(PROJECT + '-')}"] = (finished_at - stop_issued).total_seconds()
     stopped_at = logged_steps(engine, r"stopping at train step (\d+)")[-1]
     starts = len(logged_steps(engine, r"learner starting at train step (\d+)"))
     engine.compose("up", "-d")
