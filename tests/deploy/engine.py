@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -47,8 +48,9 @@ class Engine:
         self.script("start")
 
     def purge(self) -> None:
-        """Stops the daemon and removes its mounts, bridges, data root and exec root."""
+        """Stops the daemon and removes its mounts, bridges, data root and exec root, then this engine's root."""
         self.script("purge")
+        shutil.rmtree(self.root, ignore_errors=True)
 
     def run(self, *args: str, timeout_s: float = 120, check: bool = True) -> subprocess.CompletedProcess:
         """`docker ARGS` against this engine."""
@@ -81,9 +83,23 @@ class Engine:
         return json.loads(self.run("inspect", name).stdout)[0]
 
     def snapshot(self) -> dict:
-        """Progress files under the run root and the replay table's insert count, read inside the learner."""
+        """Progress files and the replay table's insert count, read inside the learner (over the replay network)."""
         result = self.compose("exec", "-T", "learner", "python", "-c", SNAPSHOT, timeout_s=60)
         return json.loads(result.stdout.strip().splitlines()[-1])
+
+    def run_root(self) -> Path:
+        """Where the engine keeps the run-root volume (/data/run in the containers) on this host."""
+        return Path(json.loads(self.run("volume", "inspect", f"{PROJECT}_run-root").stdout)[0]["Mountpoint"])
+
+    def progress(self) -> dict[str, dict]:
+        """Every role's progress.json in the run-root volume, read from the host (no exec: quick while polling)."""
+        found = {}
+        for path in self.run_root().glob("*/progress.json"):
+            try:
+                found[path.parent.name] = json.loads(path.read_text())
+            except (OSError, ValueError):  # replaced while read: the next poll sees it
+                pass
+        return found
 
     def wait_healthy(self, services: dict[str, int], timeout_s: float) -> list[dict]:
         """Waits until exactly these many containers per service run and report healthy."""
@@ -130,7 +146,7 @@ def wait_for(predicate, timeout_s: float, what: str, interval_s: float = 2.0):
             value = predicate()
             if value:
                 return value
-        except (AssertionError, ValueError, KeyError, subprocess.TimeoutExpired) as error:
+        except (AssertionError, ValueError, KeyError, OSError, subprocess.TimeoutExpired) as error:
             last_error = error
         time.sleep(interval_s)
     raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what} (last error: {last_error})")
