@@ -10,6 +10,7 @@ import yaml
 
 from dqn import configuration
 from dqn.config import ALL_CONFIG_CLASSES, ActorConfig, EvaluatorConfig, LearnerConfig, ReplayServerConfig
+from dqn.identity import replica_number
 from tests.deploy.manifests import (
     COMPOSE_FILE,
     DOCKERFILE,
@@ -159,9 +160,14 @@ def test_shared_env_block_is_a_valid_config_for_every_role(compose, name):
 
 
 def test_actor_replicas_derive_distinct_ids(compose):
-    """Scaled actors share one config: DQN_ACTOR_ID=-1 derives each id from the container hostname."""
+    """Scaled actors share one config: DQN_ACTOR_ID=-1 makes each use its replica number (container <project>-actor-<n>).
+
+    The live test (test_compose_live.py) checks in a real engine that Docker's DNS gives each replica that name.
+    """
     assert compose["services"]["actor"]["environment"]["DQN_ACTOR_ID"] == "-1"
     assert "DQN_ACTOR_ID" not in compose["x-dqn-env"]
+    assert "container_name" not in compose["services"]["actor"], "a fixed name would forbid --scale"
+    assert replica_number(f"{compose['name']}-actor-3.{compose['name']}_replay") == 3
 
 
 def test_gpu_override_changes_only_the_learner(compose):
