@@ -160,7 +160,7 @@ def test_shared_env_block_is_a_valid_config_for_every_role(compose, name):
 
 
 def test_actor_replicas_derive_distinct_ids(compose):
-    """Scaled actors share one config: DQN_ACTOR_ID=-1 makes each use its replica number (container <project>-actor-<n>).
+    """Scaled actors share one config: DQN_ACTOR_ID=-1 makes each use its replica number (<project>-actor-<n>).
 
     The live test (test_compose_live.py) checks in a real engine that Docker's DNS gives each replica that name.
     """
