@@ -12,7 +12,7 @@ import os
 import socket
 import zlib
 
-from dqn.configuration import ConfigError, setting
+from dqn.config_loading import ConfigError, setting
 from dqn.presets import PRESET_NAMES
 
 #: Items of the book's setup: 2 consecutive steps = one transition with its next observation (num_steps=2).

@@ -20,7 +20,7 @@ from dqn.runtime import quiet_tensorflow
 quiet_tensorflow()
 
 # Imported after quieting TF: these modules are light, roles' heavy imports happen lazily below.
-from dqn import configuration  # noqa: E402
+from dqn import config_loading  # noqa: E402
 from dqn.config import (  # noqa: E402
     ALL_CONFIG_CLASSES,
     ActorConfig,
@@ -45,7 +45,7 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (config_class, _, help_text) in ROLES.items():
         sub = commands.add_parser(name, help=help_text, description=help_text)
-        configuration.add_flags(sub, config_class)
+        config_loading.add_flags(sub, config_class)
     status = commands.add_parser("status", help="tables, rates, latest train step and role health")
     status.add_argument("--replay-address", default="localhost:8000", help="host:port of the replay server")
     status.add_argument("--health", action="append", default=[], metavar="NAME=HOST:PORT",
@@ -68,9 +68,9 @@ def role_dir(command: str, config: Any) -> tuple[str, ...]:
 
 def load_config(config_class: type, flags: dict[str, Any]) -> Any:
     """Resolves a role's config from flags, DQN_* environment and an optional --config file."""
-    file_values = configuration.read_config_file(flags.pop("config_file")) if "config_file" in flags else None
-    return configuration.resolve(config_class, flags=flags, file_values=file_values,
-                                 known_names=configuration.known_field_names(ALL_CONFIG_CLASSES))
+    file_values = config_loading.read_config_file(flags.pop("config_file")) if "config_file" in flags else None
+    return config_loading.resolve(config_class, flags=flags, file_values=file_values,
+                                  known_names=config_loading.known_field_names(ALL_CONFIG_CLASSES))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -105,7 +105,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         observation_spec, _, _ = env_specs(config.env_id, EnvOptions.from_config(config))
         check_network_input(config, observation_spec)
         setup_logging(args.command)
-        configuration.write_config(config, config.path(*role_dir(args.command, config), "config.json"))
+        config_loading.write_config(config, config.path(*role_dir(args.command, config), "config.json"))
         module_name, function_name = target.split(":")
         run = getattr(importlib.import_module(module_name), function_name)
         return int(run(config) or 0)

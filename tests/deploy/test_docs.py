@@ -7,7 +7,7 @@ import shlex
 
 import pytest
 
-from dqn import configuration
+from dqn import config_loading
 from dqn.config import ALL_CONFIG_CLASSES
 from tests.deploy.manifests import REPO, config_env, one, parse_duration_s, pod_templates, role_of
 
@@ -77,7 +77,7 @@ def test_compose_facts_match_the_file(compose):
 
 def test_dqn_settings_in_the_docs_are_real_fields(rendered):
     """Every DQN_* name the docs use is a config field; the dev overlay's values are the ones rendered."""
-    known = configuration.known_field_names(ALL_CONFIG_CLASSES)
+    known = config_loading.known_field_names(ALL_CONFIG_CLASSES)
     for name in set(re.findall(r"DQN_[A-Z0-9_]+", doc())):
         assert name.removeprefix("DQN_").lower() in known, f"{name} is not a setting"
     dev = config_env(rendered["dev"])

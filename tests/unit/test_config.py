@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from dqn import configuration
+from dqn import config_loading
 from dqn.config import (
     ALL_CONFIG_CLASSES,
     ActorConfig,
@@ -13,14 +13,14 @@ from dqn.config import (
     LocalConfig,
     ReplayServerConfig,
 )
-from dqn.configuration import ConfigError, resolve
+from dqn.config_loading import ConfigError, resolve
 
-KNOWN = configuration.known_field_names(ALL_CONFIG_CLASSES)
+KNOWN = config_loading.known_field_names(ALL_CONFIG_CLASSES)
 
 
 def test_defaults_are_valid_for_every_role():
     for cls in ALL_CONFIG_CLASSES:
-        configuration.validate_fields(cls())
+        config_loading.validate_fields(cls())
 
 
 def test_every_field_is_documented():
@@ -69,7 +69,7 @@ def test_bad_values_name_the_field(flags, field, fragment):
         resolve(LearnerConfig, environ={}, flags=flags)
     assert error.value.field_name == field
     message = str(error.value)
-    assert configuration.flag_name(field) in message and configuration.env_name(field) in message
+    assert config_loading.flag_name(field) in message and config_loading.env_name(field) in message
     assert fragment in message
 
 
@@ -87,10 +87,10 @@ def test_unknown_keys_are_errors_but_other_roles_keys_are_accepted():
 def test_config_file_round_trip(tmp_path):
     config = resolve(ReplayServerConfig, environ={}, flags={"port": "9000", "fc_layer_params": "8,8"})
     path = tmp_path / "config.json"
-    configuration.write_config(config, str(path))
+    config_loading.write_config(config, str(path))
     data = json.loads(path.read_text())
     assert data["port"] == 9000 and data["fc_layer_params"] == [8, 8]
-    again = resolve(ReplayServerConfig, environ={}, file_values=configuration.read_config_file(str(path)))
+    again = resolve(ReplayServerConfig, environ={}, file_values=config_loading.read_config_file(str(path)))
     assert again == config
 
 
@@ -98,7 +98,7 @@ def test_malformed_config_file(tmp_path):
     path = tmp_path / "bad.json"
     path.write_text("{not json")
     with pytest.raises(ConfigError, match="not valid JSON"):
-        configuration.read_config_file(str(path))
+        config_loading.read_config_file(str(path))
 
 
 def test_initial_priority_auto_is_the_actors_td_error_where_it_applies():

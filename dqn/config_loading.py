@@ -1,4 +1,4 @@
-"""Config machinery: documented dataclass fields <-> CLI flags, DQN_* env vars and JSON files.
+"""Loading configs: declares documented fields and reads them from CLI flags, DQN_* env vars and JSON files.
 
 A config class is a dataclass whose fields are declared with `setting(...)`. Each field gets
 a flag (`--env-id`) and an environment variable (`DQN_ENV_ID`). Precedence, lowest first:
@@ -222,10 +222,3 @@ def write_config(config: Any, path: str) -> None:
         handle.write("\n")
     os.replace(tmp, path)
 
-
-def describe(config_class: type) -> str:
-    """A Markdown table of the fields (name, flag, env var, default, doc) for docs and --help."""
-    rows = ["| field | env | default | meaning |", "|---|---|---|---|"]
-    for f in dataclasses.fields(config_class):
-        rows.append(f"| `{flag_name(f.name)}` | `{env_name(f.name)}` | `{f.default!r}` | {f.metadata['doc']} |")
-    return "\n".join(rows)
