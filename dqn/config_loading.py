@@ -2,7 +2,7 @@
 
 A config class is a dataclass whose fields are declared with `setting(...)`. Each field gets
 a flag (`--env-id`) and an environment variable (`DQN_ENV_ID`). Precedence, lowest first:
-defaults, `--config file.json`, environment, flags. Every value is converted and range-checked
+defaults, `--preset`, `--config file.json`, environment, flags. Every value is converted and range-checked
 before any process starts; problems raise `ConfigError` naming the field and what is allowed.
 """
 
@@ -170,14 +170,14 @@ def allowed_values(field: dataclasses.Field, field_type: Any) -> str:
     text = {int: "integer", float: "number", bool: "true or false", str: "string"}[item_type]
     if listed:
         text = f"comma-separated {text}s"
-    low, high = (meta.get("ge"), "["), (meta.get("gt"), "(")
-    low = low if low[0] is not None else high
-    if low[0] is not None and meta.get("le") is not None:
-        text += f" in {low[1]}{low[0]:g}, {meta['le']:g}]"
-    elif low[0] is not None:
-        text += f" {'>=' if low[1] == '[' else '>'} {low[0]:g}"
-    elif meta.get("le") is not None:
-        text += f" <= {meta['le']:g}"
+    inclusive = meta.get("ge") is not None
+    low, high = meta["ge"] if inclusive else meta.get("gt"), meta.get("le")
+    if low is not None and high is not None:  # an interval: [0, 1] or (0, 1]
+        text += f" in {'[' if inclusive else '('}{low:g}, {high:g}]"
+    elif low is not None:
+        text += f" {'>=' if inclusive else '>'} {low:g}"
+    elif high is not None:
+        text += f" <= {high:g}"
     return f"{text}, or none" if optional else text
 
 
