@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import re
 
 from dqn.config import CommonConfig
 from dqn.config_loading import allowed_values, env_name, field_types, flag_name, format_value
@@ -28,7 +29,8 @@ defaults, a `--config` file and the environment. Defaults and where they come fr
 
 
 def _cell(text: str) -> str:
-    return text.replace("|", "\\|")
+    """Text safe in a table cell: pipes escaped, `<root_dir>` not taken for an HTML tag."""
+    return re.sub(r"<(?=[A-Za-z/])", "&lt;", text.replace("|", "\\|"))
 
 
 def _default(name: str, roles: list[str]) -> str:
