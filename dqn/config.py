@@ -321,7 +321,12 @@ class ActorConfig(CommonConfig):
     apex_base_epsilon: float = setting(0.4, "Ape-X base epsilon (Horgan et al. 2018: 0.4)", ge=0, le=1)
     summary_interval_s: float = setting(5.0, "seconds between actor summaries", gt=0)
     health_port: int = setting(0, "port of the grpc.health.v1 service; 0 disables it", ge=0, le=65535)
-
+    max_env_restarts: int = setting(
+        20, "sub-environments that raise are recreated and reset; more than this many restarts within "
+            "env_restart_window env steps end the actor (exit 1 naming the env and its error); 0 = the first "
+            "env error ends it", ge=0)
+    env_restart_window: int = setting(10_000, "env steps (all of this actor's envs) over which max_env_restarts "
+                                              "counts", ge=1)
 
     def check(self) -> None:
         """Each replay item holds envs_per_item of this actor's envs."""
@@ -358,6 +363,12 @@ class LocalConfig(LearnerConfig, ActorConfig, EvaluatorConfig, ReplayServerConfi
     target_return: float | None = setting(None, "stop once eval average return reaches this; "
                                                 "default: the env's reward_threshold")
     max_wall_time_s: float = setting(0.0, "stop after this many seconds; 0 = no limit", ge=0)
+    max_role_restarts: int = setting(
+        3, "a role that exits non-zero is restarted (same command, same log; backoff 1 s doubling to 30 s); one "
+           "more exit within role_restart_window_s of this many restarts is a crash loop that ends the run; "
+           "0 = any role exit ends the run", ge=0)
+    role_restart_window_s: float = setting(300.0, "seconds over which max_role_restarts counts a role's "
+                                                  "restarts", gt=0)
 
 
 ALL_CONFIG_CLASSES = (CommonConfig, ReplayServerConfig, LearnerConfig, ActorConfig, EvaluatorConfig, LocalConfig)
