@@ -23,6 +23,8 @@ from typing import Any, TypeVar
 import tensorflow as tf
 from tf_agents.utils import common
 
+from dqn.runtime import free_space
+
 log = logging.getLogger("learner")
 
 #: Errors a write to a full or failing disk raises (TensorFlow's own, or Python's for plain files).
@@ -141,19 +143,6 @@ class LearnerCheckpoints:
                 shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
             except OSError:
                 pass
-
-
-def free_space(path: str) -> str:
-    """Free space of the filesystem holding `path`, as text ('1.2 MiB'), or 'unknown'."""
-    try:
-        free = shutil.disk_usage(path).free
-    except OSError:
-        return "unknown"
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if free < 1024 or unit == "GiB":
-            return f"{free:.0f} {unit}" if unit == "B" else f"{free:.1f} {unit}"
-        free /= 1024
-    return "unknown"
 
 
 class WriteGuard:
