@@ -46,7 +46,7 @@ class BrokenCartPole(CartPoleEnv):
         raise EnvBug("this env cannot reset")
 
 
-for _id, _entry, _kwargs in (("FlakyCartPole-v0", FlakyCartPole, {"fail_every": 300}),
+for _id, _entry, _kwargs in (("FlakyCartPole-v0", FlakyCartPole, {"fail_every": 1000}),
                              ("VeryFlakyCartPole-v0", FlakyCartPole, {"fail_every": 5}),
                              ("BrokenCartPole-v0", BrokenCartPole, {})):
     if _id not in gym.registry:
