@@ -108,7 +108,13 @@ class LearnerCheckpoints:
             return good[-1] if good else None
         state_file = os.path.join(self.directory, "checkpoint")
         if good:
-            tf.compat.v1.train.update_checkpoint_state(self.directory, good[-1], all_model_checkpoint_paths=good)
+            tf_logger = tf.get_logger()
+            level = tf_logger.level
+            tf_logger.setLevel(logging.ERROR)  # TF's only public writer of the state file logs a deprecation
+            try:
+                tf.compat.v1.train.update_checkpoint_state(self.directory, good[-1], all_model_checkpoint_paths=good)
+            finally:
+                tf_logger.setLevel(level)
             log.warning("restoring the newest readable learner checkpoint instead: %s", good[-1])
             return good[-1]
         if os.path.exists(state_file):
