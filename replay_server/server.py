@@ -22,6 +22,7 @@ from dqn.health import start_health
 from dqn.progress import write_progress
 from dqn.replay import REPLAY_TABLE, VARIABLES_TABLE, server_info
 from dqn.runtime import StopSignal, ensure_port_free, free_space, release_free_heap
+from dqn.summaries import GraphScalars
 from replay_server.recovery import complete_checkpoints, quarantine, remove_partial_checkpoints, unreadable_files
 from replay_server.tables import make_tables, table_mismatches
 
@@ -89,6 +90,7 @@ class CheckpointScheduler:
         self.last_error: str | None = None
         self._summary_dir = config.path("replay")
         self._writer = _summary_writer(self._summary_dir)
+        self._scalars = GraphScalars(self._writer)
         self._thread = threading.Thread(target=self._run, name="replay-checkpoints", daemon=True)
 
     def start(self) -> None:
@@ -132,8 +134,7 @@ class CheckpointScheduler:
         if self._health is not None:
             self._health.set_service("checkpoints", self.last_error is None)
         try:
-            with self._writer.as_default():
-                tf.summary.scalar("replay/checkpoint_failures", self.failures, step=self._attempts)
+            self._scalars.write(self._attempts, {"replay/checkpoint_failures": self.failures})
             self._writer.flush()
         except (tf.errors.OpError, OSError):
             pass  # the same full disk; the count is in the log and the health service

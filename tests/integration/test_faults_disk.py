@@ -11,6 +11,7 @@ from dqn.progress import read_progress
 from dqn.replay import REPLAY_TABLE
 from replay_server.recovery import complete_checkpoints
 from tests.conftest import run_cli, wait_until
+from tests.events import read_scalars
 from tests.fs import fill, small_filesystem
 from tests.integration.test_faults_replay import NO_LIMITER
 from tests.integration.test_faults_replay import fill as fill_replay
@@ -44,6 +45,7 @@ def test_F14_full_disk_keeps_the_replay_buffer_served_and_checkpoints_resume(rep
         assert all(os.path.exists(os.path.join(p, "DONE")) or p == max(os.listdir(checkpoint_dir))
                    for p in os.listdir(checkpoint_dir))
         assert read_progress(str(root / "replay"))["checkpoint_failures"] >= 1
+        assert max(value for _, value in read_scalars(root / "replay")["replay/checkpoint_failures"]) >= 1
         os.kill(server.process.pid, signal.SIGTERM)
         assert server.process.process.wait(60) == 0
         restarted = replay_server_factory(*NO_LIMITER, port=server.port, root=root)
