@@ -303,7 +303,7 @@ class LocalConfig(LearnerConfig, ActorConfig, EvaluatorConfig, ReplayServerConfi
     target_return: float | None = setting(None, "stop once the evaluation average return reaches this; none = the "
                                           "env's reward_threshold")
     max_wall_time_s: float = setting(0.0, "stop after this many seconds; 0 = no limit", ge=0)
-    max_role_restarts: int = setting(3, "restarts of a role that exited non-zero (backoff 1-30 s) allowed within "
+    max_role_restarts: int = setting(3, "restarts of a role that exited non-zero (with backoff) allowed within "
                                      "role_restart_window_s; one more exit ends the run; 0 = no restarts", ge=0)
     role_restart_window_s: float = setting(300.0, "seconds over which max_role_restarts counts a role's restarts",
                                            gt=0)
