@@ -31,6 +31,7 @@ from dqn.replay import REPLAY_TABLE, check_table_matches, wait_for_server
 from dqn.runtime import StopSignal, release_free_heap
 from dqn.summaries import GraphScalars
 from dqn.weights import FlatWeights, WeightsPublisher
+from learner.checkpoints import LearnerCheckpoints, guarded
 from learner.feed import StagedBatches
 from learner.priorities import PriorityUpdater, importance_beta, importance_weights, item_td_errors
 from learner.staged import BatchStats, StagedTrainer
@@ -168,10 +169,8 @@ class Learner:
         self.config = config
         self.bundle = build_agent(config)
         self.summary_dir = config.path("learner")
-        self.checkpointer = common.Checkpointer(
-            ckpt_dir=os.path.join(self.summary_dir, "checkpoints"), max_to_keep=3,
-            agent=self.bundle.agent, train_step=self.bundle.train_step)
-        self.checkpointer.initialize_or_restore()
+        self.checkpoints = LearnerCheckpoints(os.path.join(self.summary_dir, "checkpoints"), max_to_keep=3,
+                                              agent=self.bundle.agent, train_step=self.bundle.train_step)
         self.train = make_train_fn(self.bundle, config.batch_size, config.train_steps_per_call)
         self.writer = tf.summary.create_file_writer(self.summary_dir)
         self.scalars = GraphScalars(self.writer)
@@ -189,9 +188,9 @@ class Learner:
         publisher.submit(self.policy_weights.read(), step)
 
     def save(self) -> None:
-        """Writes a learner checkpoint at the current train step."""
-        self.checkpointer.save(global_step=self.bundle.train_step)
-        log.info("checkpoint at train step %d", self.step)
+        """Writes a learner checkpoint at the current train step (a failed write is logged; training goes on)."""
+        if self.checkpoints.save(self.bundle.train_step):
+            log.info("checkpoint at train step %d", self.step)
         # Freed heap of sampled batches stays in RSS otherwise (trimming cut the dataset's growth by ~25 %).
         release_free_heap()
 
@@ -225,9 +224,9 @@ class Learner:
                     last_warning = time.monotonic()
                     log.warning("no new data for %.0f s (replay below min size, actors stopped, or replay server "
                                 "unreachable); waiting", waited)
-                    self.scalars.write(step, {"replay/seconds_without_data": waited})
-                    write_progress(self.summary_dir, train_step=step, sgd_steps_per_sec=0.0,
-                                   status=f"no new data for {waited:.0f} s")
+                    guarded("summaries", self.scalars.write, step, {"replay/seconds_without_data": waited})
+                    guarded("progress file", write_progress, self.summary_dir, train_step=step,
+                            sgd_steps_per_sec=0.0, status=f"no new data for {waited:.0f} s")
                 continue
             before = step
             if self.priorities is None:
@@ -247,13 +246,15 @@ class Learner:
             if config.export_interval and crossed(before, step, config.export_interval):
                 if self.policy_saver is None:
                     self.policy_saver = policy_saver.PolicySaver(self.bundle.agent.policy, batch_size=None)
-                export_policy(self.policy_saver, os.path.join(self.summary_dir, "policy"), step)
+                guarded("policy export", export_policy, self.policy_saver, os.path.join(self.summary_dir, "policy"),
+                        step)
             if crossed(before, step, config.summary_interval):
                 now = time.monotonic()
                 sgd_rate = (step - last_step) / max(now - last_time, 1e-9)
                 last_time, last_step = now, step
                 replay = rates.measure()
-                self.write_summaries(step, batch_stats.measure(index), sgd_rate, replay, publisher)
+                guarded("summaries", self.write_summaries, step, batch_stats.measure(index), sgd_rate, replay,
+                        publisher)
                 stalled = replay.get("seconds_since_insert", 0.0)
                 if stalled >= config.no_data_timeout_s and time.monotonic() - last_warning >= config.no_data_timeout_s:
                     last_warning = time.monotonic()
@@ -269,8 +270,9 @@ class Learner:
         self.publish(publisher, self.step)
         if not publisher.wait_idle(config.rpc_timeout_s):
             log.warning("final weights not confirmed by the replay server within %.0f s", config.rpc_timeout_s)
-        write_progress(self.summary_dir, train_step=self.step, sgd_steps_per_sec=0.0, done=True)
-        self.writer.flush()
+        guarded("progress file", write_progress, self.summary_dir, train_step=self.step, sgd_steps_per_sec=0.0,
+                done=True)
+        guarded("summaries", self.writer.flush)
         health.stop()
         return 0
 

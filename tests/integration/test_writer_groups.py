@@ -9,7 +9,7 @@ from tf_agents.trajectories import policy_step, trajectory
 
 from actor.writer import ENVS_PER_WRITER, TrajectoryStreams
 from dqn.envs import GymnasiumVectorEnvironment
-from tests.integration.test_writer_equivalence import read_all_items
+from tests.helpers import read_all_items
 
 pytestmark = pytest.mark.integration
 
