@@ -60,7 +60,6 @@ def van_der_corput(n: int) -> float:
     return fraction
 
 
-
 def drop_faulted(time_step: ts.TimeStep, faulted: np.ndarray) -> ts.TimeStep:
     """`time_step` as written to replay, with the step of every env whose next env step raised made LAST.
 
