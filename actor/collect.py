@@ -1,7 +1,7 @@
-"""The actor process: N parallel envs, batched epsilon-greedy inference, 2-step (or n + 1-step) items per env block.
+"""The actor process: N parallel envs, batched epsilon-greedy inference, replay items written through the layout.
 
 Loop: random warm-up steps, then the agent's collect policy on the whole batch of envs, one call per step:
-in numpy for a plain MLP Q-network (dqn/host_policy.py), else one `tf.function` call; weights are swapped in
+in numpy for a plain MLP Q-network (dqn/numpy_policy.py), else one `tf.function` call; weights are swapped in
 from the `WeightsPuller` without ever blocking.
 """
 
@@ -14,19 +14,18 @@ import numpy as np
 import tensorflow as tf
 from threadpoolctl import threadpool_limits
 
-from actor.block_writer import BlockStreams
 from actor.td_priority import ActorTdPriorities
-from actor.writer import TrajectoryStreams
 from dqn.agent import batched_actions, batched_actions_and_q_values, build_agent, epsilon_at
 from dqn.config import ActorConfig
 from dqn.envs import EnvOptions, GymnasiumVectorEnvironment, env_specs
 from dqn.health import start_health
-from dqn.host_policy import HostEpsilonGreedy, HostQNetwork
+from dqn.numpy_policy import HostEpsilonGreedy, HostQNetwork
 from dqn.progress import EpisodeStats, write_progress
 from dqn.replay import check_table_matches, wait_for_server
 from dqn.runtime import StopSignal
 from dqn.summaries import GraphScalars
-from dqn.weights import FlatWeights, WeightsPuller
+from dqn.weights.flat import FlatWeights
+from dqn.weights.puller import WeightsPuller
 
 log = logging.getLogger("actor")
 
@@ -42,18 +41,6 @@ def actor_epsilon(config: ActorConfig, train_step: int) -> float:
 
 
 
-def make_streams(client, config: ActorConfig, observation_spec, action_spec) -> TrajectoryStreams | BlockStreams:
-    """The replay writer for this config: blocks of envs_per_item envs, or one stream per env (envs_per_item 1)."""
-    if config.item_envs() > 1:
-        return BlockStreams(client, config.num_envs, config.item_envs(), observation_spec=observation_spec,
-                            action_spec=action_spec, sequence_length=config.sequence_length(),
-                            send_priorities=config.actors_send_priorities())
-    return TrajectoryStreams(client, config.num_envs, observation_spec=observation_spec, action_spec=action_spec,
-                             sequence_length=config.sequence_length(),
-                             run_past_episode_end=config.items_run_past_episode_end(),
-                             send_priorities=config.actors_send_priorities())
-
-
 class Actor:
     """One actor process's state: envs, writer streams, policy weights and counters."""
 
@@ -66,13 +53,13 @@ class Actor:
         options = EnvOptions.from_config(config)
         self.env = GymnasiumVectorEnvironment(config.env_id, config.num_envs, seed=self.seed, options=options)
         observation_spec, action_spec, _ = env_specs(config.env_id, options)
-        self.streams = make_streams(client, config, observation_spec, action_spec)
+        self.streams = self.bundle.layout.make_writer(client, config.num_envs, observation_spec, action_spec)
         self.host_policy = self._host_policy()
         if self.host_policy is None:
             self.act = batched_actions(self.bundle.agent.collect_policy, config.num_envs)
             self.policy_weights = FlatWeights(self.bundle.policy_variables)
         self.td_priorities: ActorTdPriorities | None = None
-        if config.actors_send_priorities():
+        if self.bundle.layout.actors_send_priorities:
             if self.host_policy is None:
                 self.act_and_q = batched_actions_and_q_values(self.bundle.agent.collect_policy,
                                                               self.bundle.q_network)
@@ -85,7 +72,6 @@ class Actor:
         self.rng = np.random.default_rng(self.seed)
         self.stats = EpisodeStats(config.num_envs)
         self.weights_step = -1
-        self.weights_digest = ""
         self.policy_lag = 0
         self.env_steps = 0
         self.throttled_s = 0.0
@@ -112,7 +98,6 @@ class Actor:
             self.policy_weights.assign(weights.variables)
         self.policy_lag = max(0, weights.train_step - self.weights_step) if self.weights_step >= 0 else 0
         self.weights_step = weights.train_step
-        self.weights_digest = weights.digest()
         epsilon = actor_epsilon(self.config, self.weights_step)
         if epsilon != self.epsilon:  # constant after the decay: no eager assign (and its kept tensor) per refresh
             if self.host_policy is None:  # only the graph policy reads the variable; numpy gets self.epsilon per step
@@ -188,7 +173,7 @@ class Actor:
         self.scalars.write(self.env_steps, scalars)  # one graph call (dqn/summaries.py)
         write_progress(self.summary_dir, env_steps=self.env_steps, env_steps_per_sec=rate,
                        episodes=self.stats.episodes, weights_train_step=self.weights_step,
-                       weights_digest=self.weights_digest, items=self.streams.items_created, status=self.status)
+                       items=self.streams.items_created, status=self.status)
 
     def run(self) -> None:
         """Collects until a stop signal or max_env_steps."""

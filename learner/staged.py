@@ -10,14 +10,14 @@ import numpy as np
 import tensorflow as tf
 
 from dqn.agent import AgentBundle
-from dqn.host import HostInput, HostOutput
+from dqn.graph_io import HostInput, HostOutput
 
 
 class StagedTrainer:
     """The train step on a staged slot, read in-graph; the last loss stays in a variable (see learner/feed.py).
 
     Prioritized replay moves its per-step arrays (sample info out, importance weights in, TD errors out) through
-    `dqn.host` buffers, so even that path hands no tensor to Python.
+    `dqn.graph_io` buffers, so even that path hands no tensor to Python.
     """
 
     def __init__(self, train_fn, slots: list):
@@ -77,7 +77,7 @@ class StagedTrainer:
 class BatchStats:
     """The last loss and the mean max-Q of a staged batch, per slot, in one graph call that returns nothing.
 
-    The values come back through a `dqn.host.HostOutput`: returning them (or reading the loss variable eagerly) kept
+    The values come back through a `dqn.graph_io.HostOutput`: returning them (or reading the loss variable eagerly) kept
     ~95 B per summary for good on Python 3.11 + TF 2.15 (tensorflow/tensorflow#62551).
     """
 
