@@ -187,9 +187,8 @@ def _feed_forward_actions(policy, observation_shape: tuple) -> Callable[[np.ndar
     """Observations of one batch shape -> actions, one graph call that takes and returns no tensor.
 
     Only the observation goes in: a feed-forward Q-network reads nothing else of the TimeStep, and converting
-    the three other arguments took ~0.15 ms of the actor's ~0.65 ms policy call at 64 envs. Observations and
-    actions move through `dqn.graph_io` buffers: an observation argument and an action result kept ~106 B of the
-    actor's memory per step for good (Python 3.11 + TF 2.15, tensorflow/tensorflow#62551).
+    the three other arguments cost CPU on every call. Observations and actions move through `dqn.graph_io` buffers,
+    not as tensor arguments and results (see docs/design.md, "Python<->TF boundary and memory").
     """
     observations = HostInput(observation_shape, policy.time_step_spec.observation.dtype)
     actions = HostOutput(observation_shape[:1] + tuple(policy.action_spec.shape), policy.action_spec.dtype)

@@ -19,10 +19,9 @@ class CallTimeout(TimeoutError):
 class DeadlineCaller:
     """Runs calls on a reused daemon worker thread with a deadline; at most one abandoned call lingers at a time.
 
-    One long-lived worker, not a thread per call: a new thread several times a second kept ~290 B of the learner's
-    memory per weight publication (measured in a /tmp probe, 0.1 MiB/min at 360 publications/min; glibc spreading
-    short-lived threads over its malloc arenas is the likely cause, not verified). A worker whose call overran
-    its deadline is abandoned and a new one takes the next call once the stuck one has finished.
+    One long-lived worker, not a thread per call: starting a new thread several times a second grew the learner's
+    memory steadily (likely glibc spreading short-lived threads over its malloc arenas; not verified). A worker
+    whose call overran its deadline is abandoned and a new one takes the next call once the stuck one has finished.
     """
 
     def __init__(self) -> None:

@@ -1,8 +1,7 @@
 """Greedy evaluation episodes, one per env, without a Python-to-TF call per env step.
 
-Why: on Python 3.11 + TF 2.15 every tensor handed to Python keeps a little memory for good
-(tensorflow/tensorflow#62551). An evaluation of 10 CartPole episodes made ~500 policy calls from Python,
-and the evaluator grew steadily over long runs. Two loops avoid it:
+Why: a policy call per env step from Python would hand tensors to Python, which keep memory for good
+(see docs/design.md, "Python<->TF boundary and memory"). Two loops avoid it:
 - `HostGreedyEpisodes` (plain MLP Q-networks): the greedy policy runs in numpy (dqn/numpy_policy.py, the actors'
   mirror), so no tensor exists at all. It costs a fraction of the graph loop's CPU per env step, CPU that the
   learner shares on a small machine.

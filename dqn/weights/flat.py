@@ -13,11 +13,10 @@ from dqn.graph_io import HostInput, HostOutput
 class FlatWeights:
     """Reads or assigns a list of same-dtype variables as one flat vector, in one graph call.
 
-    Why: on Python 3.11 + TF 2.15 every tensor passed between Python and TF keeps a little memory for good
-    (tensorflow/tensorflow#62551). Measured per call on the default network (6 variables): reading them one by
-    one kept ~580 B, assigning them one by one ~310 B, one flat vector as argument or result ~48 B; moved through
-    `dqn.graph_io` (numpy in and out inside the graph) 0 B. Weights are read or assigned several times a second for
-    the whole run. Calls are serialized by a lock (the host buffers are shared).
+    Why: weights are read or assigned several times a second for the whole run, and tensors passed between Python
+    and TF keep memory for good (see docs/design.md, "Python<->TF boundary and memory"); the flat vector moves
+    through `dqn.graph_io` buffers.
+    Calls are serialized by a lock (the buffers are shared).
     """
 
     def __init__(self, variables: list):
