@@ -142,13 +142,7 @@ class Learner:
         config = self.config
         stop = StopSignal()
         health = start_health(config.health_port, "learner")
-        client = wait_for_server(config.replay_address, wait_s=config.connect_timeout_s,
-                                 call_timeout_s=config.rpc_timeout_s)
-        check_table_matches(client, self.bundle, config, role="learner")
-        publisher = WeightsPublisher(config.replay_address, config.rpc_timeout_s)
-        self.publish(publisher, self.step)
-        log.info("learner starting at train step %d (max %d); replay at %s", self.step, config.max_train_steps,
-                 config.replay_address)
+        client, publisher = self._connect()
         health.set(True)
         feed = StagedBatches(lambda: sample_dataset(config, self.bundle), self.layout.finish_batch())
         trainer = StagedTrainer(self.train, feed.slots)
@@ -177,6 +171,18 @@ class Learner:
         self._finish(publisher, health)
         health.stop()
         return 0
+
+    def _connect(self) -> tuple:
+        """(replay client, weights publisher) once the server answers with matching tables; first weights out."""
+        config = self.config
+        client = wait_for_server(config.replay_address, wait_s=config.connect_timeout_s,
+                                 call_timeout_s=config.rpc_timeout_s)
+        check_table_matches(client, self.bundle, config, role="learner")
+        publisher = WeightsPublisher(config.replay_address, config.rpc_timeout_s)
+        self.publish(publisher, self.step)
+        log.info("learner starting at train step %d (max %d); replay at %s", self.step, config.max_train_steps,
+                 config.replay_address)
+        return client, publisher
 
     def _train_step(self, trainer: StagedTrainer, index: int, step: int) -> None:
         """train_steps_per_call SGD steps on staged slot `index`; with prioritized replay, new priorities out."""
