@@ -40,7 +40,6 @@ def actor_epsilon(config: ActorConfig, train_step: int) -> float:
     return config.apex_base_epsilon ** (1 + 7 * rank / (config.num_actors - 1))
 
 
-
 class Actor:
     """One actor process's state: envs, writer streams, policy weights and counters."""
 

@@ -44,7 +44,6 @@ class InvalidItem(ValueError):
     """A step that does not match the table's specs: refused before anything is sent."""
 
 
-
 def item_configs(step: list, ref, column, table: str, length: int, made, slots: list[int] | None = None,
                  priority: float = 1.0) -> list:
     """Configs that make one stream's item, a Trajectory of its last `length` steps, whenever `made` holds.
