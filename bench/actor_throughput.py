@@ -25,7 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench.common import inserted, replay_server  # noqa: E402
 
-#: The issue's absolute goal for one actor process (issue #5, target 1); the bench reports against it.
+#: The project's throughput goal for one actor process; the bench reports against it.
 TARGET_STEPS_PER_SEC = 20_000
 
 
@@ -181,8 +181,7 @@ def main() -> None:
                   f"{our_items / TARGET_STEPS_PER_SEC:>10.0%}", flush=True)
         stock_env.close()
     print(f"ratios use ours in transitions/s reaching the table (items x envs per item; stock: 1 per item); "
-          f"target = {TARGET_STEPS_PER_SEC:,} env steps/s "
-          "per actor process (issue #5)")
+          f"target = {TARGET_STEPS_PER_SEC:,} env steps/s per actor process")
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ BREAKOUT_SERVER = ("--preset", "breakout", "--replay-min-size", "100")
 
 def breakout_config(config_class, **overrides):
     """The breakout preset for `config_class`, with overrides (field -> value)."""
-    from dqn.configuration import resolve
+    from dqn.config_loading import resolve
 
     flags = {"preset": "breakout", **{k: str(v) for k, v in overrides.items()}}
     return resolve(config_class, environ={}, flags=flags)

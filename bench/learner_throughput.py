@@ -3,7 +3,7 @@
 Run: python bench/learner_throughput.py [--seconds 15] [--envs-per-item 1,16] [--rounds 6]
      [--intra-op-threads 2 --inter-op-threads 2]   (threads other than the learner's auto choice)
 
-The headline ratio (#5's target 2: the learner's default input against the same train step on a fixed batch) is
+The headline ratio (the learner's default input against the same train step on a fixed batch, target 2) is
 also measured interleaved: `--rounds` pairs of short windows, fixed and fed alternating which goes first, on the
 last layout. This box's speed drifts by a third within minutes, so back-to-back 10 s figures can differ by that
 much for reasons that have nothing to do with the input; the per-round ratios and their median do not.

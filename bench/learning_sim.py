@@ -110,7 +110,7 @@ def run_seed(seed: int, args: argparse.Namespace) -> dict:
 
     from dqn.agent import batched_actions, build_agent, epsilon_at
     from dqn.config import LocalConfig
-    from dqn.configuration import resolve
+    from dqn.config_loading import resolve
     from dqn.envs import GymnasiumVectorEnvironment
     from dqn.replay_layout.items import ItemShape
     from dqn.replay_layout.unpack import close_episode_ends

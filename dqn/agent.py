@@ -18,7 +18,7 @@ from tf_agents.trajectories import time_step as ts
 from tf_agents.utils import common
 
 from dqn.config import CommonConfig
-from dqn.configuration import ConfigError
+from dqn.config_loading import ConfigError
 from dqn.envs import EnvOptions, env_specs
 from dqn.graph_io import HostInput, HostOutput
 from dqn.replay_layout.layout import ReplayLayout

@@ -1,4 +1,4 @@
-"""`dqn-service`: one console script, one subcommand per role plus `local`, `status` and `probe`.
+"""`dqn-service`: one console script, one subcommand per role (launcher/roles.py) plus `status`, `probe`, `config`.
 
 Every subcommand validates its whole config (and the env id) before starting anything:
 bad input exits 2 with a one-line reason that names the field.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import importlib
+import json
 import logging
 import os
 import sys
@@ -20,32 +20,18 @@ from dqn.runtime import quiet_tensorflow
 quiet_tensorflow()
 
 # Imported after quieting TF: these modules are light, roles' heavy imports happen lazily below.
-from dqn import configuration  # noqa: E402
-from dqn.config import (  # noqa: E402
-    ALL_CONFIG_CLASSES,
-    ActorConfig,
-    EvaluatorConfig,
-    LearnerConfig,
-    LocalConfig,
-    ReplayServerConfig,
-)
+from dqn import config_loading  # noqa: E402
+from dqn.config import ALL_CONFIG_CLASSES  # noqa: E402
 from dqn.errors import ServiceError  # noqa: E402
+from launcher.roles import ROLES, load_entry  # noqa: E402
 
-#: subcommand -> (config class, "module:function" run(config) -> exit code, one-line help)
-ROLES: dict[str, tuple[type, str, str]] = {
-    "replay-server": (ReplayServerConfig, "replay_server.server:serve", "Reverb server with replay + variables tables"),
-    "learner": (LearnerConfig, "learner.train:run", "trains the DqnAgent from replay, publishes weights"),
-    "actor": (ActorConfig, "actor.collect:run", "N parallel envs, epsilon-greedy, writes 2-step items"),
-    "evaluator": (EvaluatorConfig, "evaluator.evaluate:run", "greedy-policy episodes -> average return"),
-    "local": (LocalConfig, "launcher.local:run", "the whole topology as separate processes on this machine"),
-}
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dqn-service", description="Distributed actor-learner DQN service.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name, (config_class, _, help_text) in ROLES.items():
-        sub = commands.add_parser(name, help=help_text, description=help_text)
-        configuration.add_flags(sub, config_class)
+    for role in ROLES.values():
+        sub = commands.add_parser(role.name, help=role.help, description=role.help)
+        config_loading.add_flags(sub, role.config_class)
     status = commands.add_parser("status", help="tables, rates, latest train step and role health")
     status.add_argument("--replay-address", default="localhost:8000", help="host:port of the replay server")
     status.add_argument("--health", action="append", default=[], metavar="NAME=HOST:PORT",
@@ -54,6 +40,12 @@ def _parser() -> argparse.ArgumentParser:
     probe = commands.add_parser("probe", help="grpc.health.v1 check; exit 0 only if SERVING")
     probe.add_argument("address", help="host:port of a role's health endpoint")
     probe.add_argument("--timeout", type=float, default=3.0, help="seconds to wait for the answer")
+    config = commands.add_parser("config", help="print the configuration reference or a role's resolved settings")
+    shown = config.add_mutually_exclusive_group(required=True)
+    shown.add_argument("--markdown", action="store_true", help="every setting of every role as Markdown tables")
+    shown.add_argument("--json", metavar="ROLE", choices=sorted(ROLES),
+                       help="ROLE's settings resolved from defaults, --config FILE and DQN_* variables, as JSON")
+    config.add_argument("--config", dest="config_file", metavar="FILE.json", help="JSON file of settings")
     return parser
 
 
@@ -68,9 +60,26 @@ def role_dir(command: str, config: Any) -> tuple[str, ...]:
 
 def load_config(config_class: type, flags: dict[str, Any]) -> Any:
     """Resolves a role's config from flags, DQN_* environment and an optional --config file."""
-    file_values = configuration.read_config_file(flags.pop("config_file")) if "config_file" in flags else None
-    return configuration.resolve(config_class, flags=flags, file_values=file_values,
-                                 known_names=configuration.known_field_names(ALL_CONFIG_CLASSES))
+    file_values = config_loading.read_config_file(flags.pop("config_file")) if "config_file" in flags else None
+    return config_loading.resolve(config_class, flags=flags, file_values=file_values,
+                                  known_names=config_loading.known_field_names(ALL_CONFIG_CLASSES))
+
+
+def _print_config(args: argparse.Namespace) -> int:
+    """`dqn-service config`: the Markdown reference, or one role's resolved settings as JSON."""
+    if args.markdown:
+        from launcher.config_reference import markdown
+
+        print(markdown(), end="")
+        return 0
+    try:
+        flags = {"config_file": args.config_file} if args.config_file else {}
+        config = load_config(ROLES[args.json].config_class, flags)
+    except ServiceError as error:
+        print(f"dqn-service config: error: {error}", file=sys.stderr)
+        return error.exit_code
+    print(json.dumps(config_loading.to_dict(config), indent=2, sort_keys=True))
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -87,12 +96,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return print_status(args.replay_address, dict(h.split("=", 1) for h in args.health if "=" in h),
                             args.timeout)
-    config_class, target, _ = ROLES[args.command]
+    if args.command == "config":
+        return _print_config(args)
+    role = ROLES[args.command]
     flags = {k: v for k, v in vars(args).items() if k != "command"}
     from dqn.runtime import setup_logging
 
     try:
-        config = load_config(config_class, flags)
+        config = load_config(role.config_class, flags)
         if args.command == "local":  # the roles' imports run in the forkserver while the checks below run here
             from launcher.forked import start_forkserver
 
@@ -105,10 +116,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         observation_spec, _, _ = env_specs(config.env_id, EnvOptions.from_config(config))
         check_network_input(config, observation_spec)
         setup_logging(args.command)
-        configuration.write_config(config, config.path(*role_dir(args.command, config), "config.json"))
-        module_name, function_name = target.split(":")
-        run = getattr(importlib.import_module(module_name), function_name)
-        return int(run(config) or 0)
+        config_loading.write_config(config, config.path(*role_dir(args.command, config), "config.json"))
+        return int(load_entry(role.entry)(config) or 0)
     except ServiceError as error:
         print(f"dqn-service {args.command}: error: {error}", file=sys.stderr)
         return error.exit_code

@@ -3,7 +3,7 @@
 Each role is a separate OS process with its own log, session and exit code, as before; what changes is how it
 starts. Importing TensorFlow, TF-Agents and Reverb costs ~3.5 s of CPU per process, and `local` starts five roles
 on a 2-core machine, so ~8 s of every run went to five identical imports before training began. multiprocessing's
-forkserver imports them once (`ROLE_IMPORTS`) and forks each role from there.
+forkserver imports them once (`preload_modules()` of launcher/roles.py) and forks each role from there.
 
 Fork safety: the forkserver only imports modules. It runs no TF op and opens no gRPC channel (TF's thread pools
 and gRPC's threads are created lazily, in each role after the fork), so every role initializes its own runtime as
@@ -19,20 +19,19 @@ import os
 import signal
 import subprocess
 
-# What every role imports before its first op; an import that fails here is retried (and reported) in the role.
-ROLE_IMPORTS = ["launcher.forkserver_signals", "tensorflow", "reverb", "tf_agents.agents.dqn.dqn_agent",
-                "gymnasium", "grpc", "replay_server.server", "learner.train", "actor.collect", "evaluator.evaluate"]
+from launcher.roles import CLI_ENTRY, load_entry, preload_modules
 
 
 def start_forkserver() -> None:
     """Starts the forkserver and its imports now, so they overlap the launcher's own config checks."""
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(ROLE_IMPORTS)
+    # An import that fails here is retried (and reported) in the role.
+    context.set_forkserver_preload(preload_modules())
     multiprocessing.forkserver.ensure_running()
 
 
-def _run_role(name: str, argv: list[str], log_path: str) -> None:
-    """The forked child: its own session and log, then the role's CLI entry (which exits the process)."""
+def _run_role(name: str, argv: list[str], log_path: str, entry: str) -> None:
+    """The forked child: its own session and log, then `entry(argv)`, the CLI's entry (which exits the process)."""
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the forkserver ignores it (launcher/forkserver_signals.py)
     os.setsid()  # as start_new_session: Ctrl-C in the terminal reaches the launcher only, which stops roles in order
     try:
@@ -44,17 +43,16 @@ def _run_role(name: str, argv: list[str], log_path: str) -> None:
     os.dup2(log_fd, 1)
     os.dup2(log_fd, 2)
     os.close(log_fd)
-    from launcher.cli import entry
-
-    entry(argv)
+    load_entry(entry)(argv)
 
 
 class ForkedRole:
     """A role forked from the forkserver, with the subset of `subprocess.Popen`'s interface the launcher uses."""
 
-    def __init__(self, name: str, argv: list[str], log_path: str):
+    def __init__(self, name: str, argv: list[str], log_path: str, entry: str = CLI_ENTRY):
         context = multiprocessing.get_context("forkserver")
-        self._process = context.Process(target=_run_role, args=(name, argv, log_path), name=name, daemon=False)
+        self._process = context.Process(target=_run_role, args=(name, argv, log_path, entry), name=name,
+                                        daemon=False)
         self._process.start()
 
     @property

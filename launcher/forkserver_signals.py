@@ -1,4 +1,4 @@
-"""Imported only in `local`'s forkserver (first in launcher/forked.py's ROLE_IMPORTS), for its side effect.
+"""Imported only in `local`'s forkserver (first in launcher/roles.py's STACK_IMPORTS), for its side effect.
 
 SIGTERM sent to the launcher's process group (`kill -TERM -PGID`, a supervisor stopping the job) also reaches the
 forkserver, which shares that group. Killed, it could no longer report the roles' exit codes, and the launcher,

@@ -18,7 +18,7 @@ import time
 
 import portpicker
 
-from dqn import configuration
+from dqn import config_loading
 from dqn.config import LocalConfig
 from dqn.envs import EnvOptions, env_specs
 from dqn.progress import read_progress
@@ -57,7 +57,7 @@ class Topology:
         self.children: list[Child] = []
         os.makedirs(config.path("logs"), exist_ok=True)
         self.config_path = config.path("config.json")
-        configuration.write_config(config, self.config_path)
+        config_loading.write_config(config, self.config_path)
         self.replay_port = portpicker.pick_unused_port()
         self.replay_health_port = portpicker.pick_unused_port()
         self.replay_address = f"localhost:{self.replay_port}"

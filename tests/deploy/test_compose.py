@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dqn import configuration
+from dqn import config_loading
 from dqn.config import ALL_CONFIG_CLASSES, ActorConfig, EvaluatorConfig, LearnerConfig, ReplayServerConfig
 from tests.deploy.manifests import (
     COMPOSE_FILE,
@@ -151,8 +151,8 @@ def test_shared_env_block_is_a_valid_config_for_every_role(compose, name):
     env = {k: str(v) for k, v in compose["services"][name]["environment"].items()}
     assert {k: str(v) for k, v in shared.items()} == {k: env[k] for k in shared}
     assert all(k.startswith("DQN_") for k in env)
-    config = configuration.resolve(ROLE_CONFIGS[name], environ=env, flags={},
-                                   known_names=configuration.known_field_names(ALL_CONFIG_CLASSES))
+    config = config_loading.resolve(ROLE_CONFIGS[name], environ=env, flags={},
+                                    known_names=config_loading.known_field_names(ALL_CONFIG_CLASSES))
     host, port = config.replay_address.rsplit(":", 1)
     assert host == "replay-server" and port == shared["DQN_PORT"], "the replay address must be the service's port"
     assert config.root_dir == shared["DQN_ROOT_DIR"]

@@ -7,7 +7,7 @@ import subprocess
 import pytest
 import yaml
 
-from dqn import configuration
+from dqn import config_loading
 from dqn.config import ALL_CONFIG_CLASSES, ActorConfig, EvaluatorConfig, LearnerConfig, ReplayServerConfig
 from tests.deploy.manifests import (
     OVERLAYS,
@@ -211,14 +211,14 @@ def test_base_configmap_holds_the_compose_settings(rendered):
 def test_every_role_gets_a_valid_config(rendered, overlay):
     """Each container's DQN_* environment resolves for its role; actors derive their id from the pod name."""
     objects = rendered[overlay]
-    known = configuration.known_field_names(ALL_CONFIG_CLASSES)
+    known = config_loading.known_field_names(ALL_CONFIG_CLASSES)
     for _, template in pod_templates(objects):
         container = template["spec"]["containers"][0]
         role = role_of(container)
         if role not in ROLE_CONFIGS:
             continue
         env = container_env(objects, container)
-        config = configuration.resolve(ROLE_CONFIGS[role], environ=env, flags={}, known_names=known)
+        config = config_loading.resolve(ROLE_CONFIGS[role], environ=env, flags={}, known_names=known)
         service = one(objects, "Service", "replay-server")
         assert config.replay_address == f"{service['metadata']['name']}:{service['spec']['ports'][0]['port']}"
         if role == "actor":

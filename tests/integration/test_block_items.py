@@ -11,7 +11,7 @@ from tf_agents.trajectories import time_step as ts
 from dqn.replay_layout.env_block_writer import BlockStreams
 from dqn.replay_layout.env_stream_writer import TrajectoryStreams
 from dqn.replay_layout.writing import ENVS_PER_WRITER
-from tests.integration.test_writer_equivalence import collect_steps, read_all_items
+from tests.helpers import collect_steps, fill_replay, read_all_items
 
 pytestmark = pytest.mark.integration
 
@@ -116,10 +116,9 @@ def test_block_priority_is_the_largest_of_its_envs(client):
 @pytest.mark.parametrize("pipeline", ["streams", "as_dataset"])
 def test_learner_unblocks_items_into_rows_paired_with_their_key_and_masks_boundaries(replay_server_factory, pipeline):
     """The learner's batch rows i*E..i*E+E-1 are item i's envs; DqnAgent gives boundary rows no TD error."""
-    from bench.common import fill_replay
     from dqn.agent import build_agent
     from dqn.config import LearnerConfig
-    from tests.learner_input import make_dataset
+    from tests.helpers import make_dataset
 
     envs = 4
     server = replay_server_factory("--samples-per-insert", "0", "--replay-min-size", "40", "--envs-per-item", str(envs))
@@ -146,12 +145,11 @@ def test_learner_unblocks_items_into_rows_paired_with_their_key_and_masks_bounda
 
 def test_learner_feed_stages_the_same_rows_as_the_dataset_gives(replay_server_factory):
     """The feed finishes batches inside its staging call (learner/feed.py): each item's rows equal make_dataset's."""
-    from bench.common import fill_replay
     from dqn.agent import build_agent
     from dqn.config import LearnerConfig
     from learner.dataset import sample_dataset
     from learner.feed import StagedBatches
-    from tests.learner_input import make_dataset
+    from tests.helpers import make_dataset
 
     envs = 4
     server = replay_server_factory("--samples-per-insert", "0", "--replay-min-size", "40", "--envs-per-item", str(envs))

@@ -11,6 +11,7 @@ import reverb
 from dqn.replay_layout.items import REPLAY_TABLE
 from replay_server.recovery import complete_checkpoints
 from tests.conftest import run_cli, wait_until
+from tests.helpers import fill_replay
 
 pytestmark = pytest.mark.integration
 
@@ -21,8 +22,6 @@ NO_LIMITER = ("--samples-per-insert", "0")
 
 def fill(address, steps, num_envs=16):
     """Writes random CartPole transitions through the actor's writer (real items with our signature)."""
-    from bench.common import fill_replay
-
     fill_replay(address, steps, num_envs=num_envs)
     return reverb.Client(address).server_info(timeout=10)[REPLAY_TABLE].current_size
 

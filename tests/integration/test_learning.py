@@ -7,18 +7,18 @@ import sys
 
 import pytest
 
-from bench.policy_check import check_policy
 from tests.conftest import REPO
+from tests.helpers import greedy_returns
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(600)]
 
-RANDOM_POLICY_RETURN = 22  # CartPole-v1 with uniformly random actions averages about 22
+SOLVED = 475  # CartPole-v1's reward_threshold
 
 
 def test_local_defaults_solve_cartpole(tmp_path):
     root = tmp_path / "run"
-    # The defaults, to CartPole's own threshold (475). In bench/time_to_solve.py runs 24 of 25 solved at 900-2,700
-    # train steps; a run that misses the early solve needs up to ~22,000, hence the 30,000 cap.
+    # The defaults, to CartPole's own threshold. Most runs solve within a few thousand train steps
+    # (bench/time_to_solve.py); the 30,000 cap leaves room for a run that misses the early solve.
     result = subprocess.run(
         [sys.executable, "-m", "launcher", "local", "--root-dir", str(root), "--seed", "3",
          "--max-train-steps", "30000"],
@@ -27,19 +27,22 @@ def test_local_defaults_solve_cartpole(tmp_path):
     evals = [json.loads(line) for line in (root / "evaluator" / "evals.jsonl").read_text().splitlines()]
     trained = [e for e in evals if e["train_step"] > 0]  # the initial network's evaluation never counts
     best = max(e["average_return"] for e in trained)
-    assert best >= 475 > 20 * RANDOM_POLICY_RETURN, evals
+    assert best >= SOLVED, evals
+    # The first evaluation (the initial network's) had not solved: the solve came from training, not from an env or
+    # an evaluator that passes anything.
+    assert evals[0]["average_return"] < SOLVED, evals
     summary = re.search(r"summary: solved=(\w+) wall_time=([\d.]+)s env_steps=(\d+) train_steps=(\d+)", result.stdout)
     assert summary and summary.group(1) == "yes", result.stdout[-3000:]
     # Even when the solve comes before the first progress report, the summary counts the steps that led to it.
-    solving_step = next(e["train_step"] for e in trained if e["average_return"] >= 475)
+    solving_step = next(e["train_step"] for e in trained if e["average_return"] >= SOLVED)
     assert int(summary.group(4)) >= solving_step > 0 and int(summary.group(3)) > 0, (summary.group(0), evals)
     # The evaluator leaves the best policy it saw as a SavedModel; replayed on the evaluator's episodes
     # (seed 3 + 99_991), it scores exactly what the evaluator recorded.
     best_eval = max(trained, key=lambda e: e["average_return"])
     meta = json.loads((root / "evaluator" / "best_policy.json").read_text())
     assert meta == {"train_step": best_eval["train_step"], "average_return": best_eval["average_return"]}
-    replayed = check_policy(str(root / "evaluator" / "best_policy"), "CartPole-v1", episodes=10, seed=3 + 99_991)
-    assert replayed["mean_return"] == pytest.approx(meta["average_return"])
+    replayed = greedy_returns(str(root / "evaluator" / "best_policy"), "CartPole-v1", episodes=10, seed=3 + 99_991)
+    assert replayed.mean() == pytest.approx(meta["average_return"])
 
 
 def test_book_loop_baseline_runs_and_evaluates():

@@ -15,7 +15,7 @@ from tf_agents.trajectories import trajectory
 
 from dqn.replay_layout.env_stream_writer import TrajectoryStreams
 from dqn.replay_layout.unpack import close_episode_ends
-from tests.integration.test_writer_equivalence import NUM_ENVS, collect_steps, read_all_items
+from tests.helpers import NUM_ENVS, collect_steps, read_all_items
 
 pytestmark = pytest.mark.integration
 

@@ -64,7 +64,7 @@ def test_learner_dataset_pairs_each_key_with_its_item(replay_server_factory, pip
     import dataclasses
 
     from dqn.config import LearnerConfig
-    from tests.learner_input import make_dataset
+    from tests.helpers import make_dataset
 
     server = replay_server_factory(*NO_LIMITER, *PER_ENV_ITEMS, "--replay-min-size", "10")
     write_with_tf_agents_observer(server.address, steps=300)

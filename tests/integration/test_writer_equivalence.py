@@ -8,35 +8,10 @@ from tf_agents.replay_buffers import reverb_utils
 from tf_agents.trajectories import policy_step, trajectory
 from tf_agents.trajectories import time_step as ts
 
-from dqn.envs import GymnasiumVectorEnvironment
 from dqn.replay_layout.env_stream_writer import TrajectoryStreams
+from tests.helpers import NUM_ENVS, collect_steps, read_all_items
 
 pytestmark = pytest.mark.integration
-
-NUM_ENVS = 3
-
-
-def read_all_items(client, table):
-    """Every item of a queue table, each as a tuple of raw bytes (a hashable, comparable form)."""
-    size = client.server_info(timeout=10)[table].current_size
-    items = []
-    for sample in client.sample(table, num_samples=size, emit_timesteps=False):
-        items.append(tuple(np.asarray(leaf).tobytes() + str(np.asarray(leaf).shape).encode()
-                           for leaf in tree.flatten(sample.data)))
-    return items
-
-
-def collect_steps(num_steps, max_episode_steps, num_envs=NUM_ENVS, seed=11, action_seed=5):
-    """Batched (time_step, action, next_time_step) triples with short episodes: terminations and truncations."""
-    env = GymnasiumVectorEnvironment("CartPole-v1", num_envs, seed=seed, max_episode_steps=max_episode_steps)
-    rng = np.random.default_rng(action_seed)
-    steps, time_step = [], env.reset()
-    for _ in range(num_steps):
-        action = rng.integers(0, 2, size=num_envs).astype(np.int64)
-        next_time_step = env.step(action)
-        steps.append((time_step, action, next_time_step))
-        time_step = next_time_step
-    return steps
 
 
 @pytest.fixture

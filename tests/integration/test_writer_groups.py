@@ -10,7 +10,7 @@ from tf_agents.trajectories import policy_step, trajectory
 from dqn.envs import GymnasiumVectorEnvironment
 from dqn.replay_layout.env_stream_writer import TrajectoryStreams
 from dqn.replay_layout.writing import ENVS_PER_WRITER
-from tests.integration.test_writer_equivalence import read_all_items
+from tests.helpers import read_all_items
 
 pytestmark = pytest.mark.integration
 

@@ -5,9 +5,9 @@ import dataclasses
 import numpy as np
 import pytest
 
-from dqn import configuration
+from dqn import config_loading
 from dqn.config import ALL_CONFIG_CLASSES, ActorConfig, CommonConfig, LearnerConfig, LocalConfig
-from dqn.configuration import ConfigError, resolve
+from dqn.config_loading import ConfigError, resolve
 from dqn.envs import EnvOptions, GymnasiumEnvironment, GymnasiumVectorEnvironment, env_specs, is_atari
 from dqn.presets import PRESETS
 
@@ -37,7 +37,7 @@ def test_preset_fields_of_other_roles_are_skipped():
 
 
 def test_every_preset_key_is_a_config_field_and_resolves():
-    known = configuration.known_field_names(ALL_CONFIG_CLASSES)
+    known = config_loading.known_field_names(ALL_CONFIG_CLASSES)
     for name, values in PRESETS.items():
         assert set(values) <= known, f"preset {name}: unknown keys {set(values) - known}"
         for cls in ALL_CONFIG_CLASSES:

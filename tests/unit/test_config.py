@@ -1,10 +1,12 @@
 """Config machinery: precedence, conversion, validation messages that name the field."""
 
 import json
+import re
+from pathlib import Path
 
 import pytest
 
-from dqn import configuration
+from dqn import config_loading
 from dqn.config import (
     ALL_CONFIG_CLASSES,
     ActorConfig,
@@ -13,14 +15,15 @@ from dqn.config import (
     LocalConfig,
     ReplayServerConfig,
 )
-from dqn.configuration import ConfigError, resolve
+from dqn.config_loading import ConfigError, resolve
 
-KNOWN = configuration.known_field_names(ALL_CONFIG_CLASSES)
+KNOWN = config_loading.known_field_names(ALL_CONFIG_CLASSES)
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_defaults_are_valid_for_every_role():
     for cls in ALL_CONFIG_CLASSES:
-        configuration.validate_fields(cls())
+        config_loading.validate_fields(cls())
 
 
 def test_every_field_is_documented():
@@ -69,7 +72,7 @@ def test_bad_values_name_the_field(flags, field, fragment):
         resolve(LearnerConfig, environ={}, flags=flags)
     assert error.value.field_name == field
     message = str(error.value)
-    assert configuration.flag_name(field) in message and configuration.env_name(field) in message
+    assert config_loading.flag_name(field) in message and config_loading.env_name(field) in message
     assert fragment in message
 
 
@@ -87,10 +90,10 @@ def test_unknown_keys_are_errors_but_other_roles_keys_are_accepted():
 def test_config_file_round_trip(tmp_path):
     config = resolve(ReplayServerConfig, environ={}, flags={"port": "9000", "fc_layer_params": "8,8"})
     path = tmp_path / "config.json"
-    configuration.write_config(config, str(path))
+    config_loading.write_config(config, str(path))
     data = json.loads(path.read_text())
     assert data["port"] == 9000 and data["fc_layer_params"] == [8, 8]
-    again = resolve(ReplayServerConfig, environ={}, file_values=configuration.read_config_file(str(path)))
+    again = resolve(ReplayServerConfig, environ={}, file_values=config_loading.read_config_file(str(path)))
     assert again == config
 
 
@@ -98,7 +101,7 @@ def test_malformed_config_file(tmp_path):
     path = tmp_path / "bad.json"
     path.write_text("{not json")
     with pytest.raises(ConfigError, match="not valid JSON"):
-        configuration.read_config_file(str(path))
+        config_loading.read_config_file(str(path))
 
 
 def test_initial_priority_auto_is_the_actors_td_error_where_it_applies():
@@ -133,3 +136,70 @@ def test_learner_threads_auto_is_one_per_op_and_four_inter_op_on_two_cores_tf_de
     assert LearnerConfig().tf_threads(cpus=8) == (0, 0)  # 0: TF's default, one thread per core
     explicit = LearnerConfig(intra_op_threads=2, inter_op_threads=3)
     assert explicit.tf_threads(cpus=2) == (2, 3) and explicit.tf_threads(cpus=8) == (2, 3)
+
+
+def test_help_is_one_line_of_what_a_setting_does_not_a_measurement_log():
+    """What it does and its unit; reasons for defaults live in docs/defaults.md, figures in docs/performance.md."""
+    import dataclasses
+
+    log_words = re.compile(r"bench/|README|\bseeds? [0-9]|[0-9] seeds\b|\bsolved\b|\bsweep|\b[0-9]+/[0-9]+\b"
+                           r"|\b[0-9.]+ ?(?:s|ms|x|%|percent)\b|~", re.IGNORECASE)
+    for cls in ALL_CONFIG_CLASSES:
+        for f in dataclasses.fields(cls):
+            doc = f.metadata["doc"]
+            assert "\n" not in doc and len(doc) <= 200, f"{f.name}: keep the help to one short line"
+            assert not log_words.search(doc), f"{f.name}: {log_words.search(doc).group(0)!r} in its help: {doc}"
+
+
+def test_generated_help_states_values_env_var_and_default():
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    config_loading.add_flags(parser, LearnerConfig)
+    help_of = {a.dest: a.help for a in parser._actions}
+    assert help_of["initial_priority"].endswith("[one of auto, max, td_error; env DQN_INITIAL_PRIORITY; default auto]")
+    assert help_of["gamma"].endswith("[number in [0, 1]; env DQN_GAMMA; default 0.99]")
+    assert help_of["gradient_clipping"].endswith("[number > 0, or none; env DQN_GRADIENT_CLIPPING; default 10.0]")
+    assert "[comma-separated integers >= 1; env DQN_FC_LAYER_PARAMS; default 256,256]" in help_of["fc_layer_params"]
+
+
+def run_cli(*args, env=None):
+    """`python -m launcher ARGS` with only the given DQN_* variables set."""
+    import os
+    import subprocess
+    import sys
+
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("DQN_")}
+    return subprocess.run([sys.executable, "-m", "launcher", *args], capture_output=True, text=True, timeout=120,
+                          env={**clean, **(env or {})}, cwd=REPO)
+
+
+def test_config_markdown_prints_the_reference_and_json_the_resolved_settings(tmp_path):
+    from launcher.config_reference import markdown
+
+    printed = run_cli("config", "--markdown")
+    assert printed.returncode == 0 and printed.stdout == markdown(), printed.stderr
+    (tmp_path / "c.json").write_text('{"gamma": 0.5}')
+    resolved = run_cli("config", "--json", "learner", "--config", str(tmp_path / "c.json"),
+                       env={"DQN_BATCH_SIZE": "32"})
+    assert resolved.returncode == 0, resolved.stderr
+    settings = json.loads(resolved.stdout)
+    assert (settings["gamma"], settings["batch_size"], settings["fc_layer_params"]) == (0.5, 32, [256, 256])
+    bad = run_cli("config", "--json", "learner", env={"DQN_BATCH_SIZEE": "32"})
+    assert bad.returncode == 2 and "DQN_BATCH_SIZEE" in bad.stderr
+
+
+def test_reference_lists_every_setting_once_with_its_roles_and_each_roles_default():
+    import dataclasses
+
+    from launcher.config_reference import markdown
+
+    text = markdown()
+    for name in KNOWN:
+        rows = [line for line in text.splitlines() if line.startswith(f"| `{config_loading.flag_name(name)}` |")]
+        assert len(rows) == 1, name
+    assert {f.name for f in dataclasses.fields(LocalConfig)} == KNOWN
+    health = next(line for line in text.splitlines() if line.startswith("| `--health-port` |"))
+    assert "`8001` (replay-server); `0` (others)" in health
+    batch = next(line for line in text.splitlines() if line.startswith("| `--batch-size` |"))
+    assert "| learner, local |" in batch and "| `256` |" in batch

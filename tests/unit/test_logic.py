@@ -145,7 +145,7 @@ def test_rnn_policy_state_resets_at_episode_start_per_env():
 
 
 def test_rnn_with_n_step_is_refused():
-    from dqn.configuration import ConfigError
+    from dqn.config_loading import ConfigError
 
     with pytest.raises(ConfigError, match="--n-step-update .* must be 1 with an RNN"):
         CommonConfig(lstm_size=(8,), n_step_update=3).check()

@@ -1,8 +1,8 @@
-"""Config machinery: documented dataclass fields <-> CLI flags, DQN_* env vars and JSON files.
+"""Loading configs: declares documented fields and reads them from CLI flags, DQN_* env vars and JSON files.
 
 A config class is a dataclass whose fields are declared with `setting(...)`. Each field gets
 a flag (`--env-id`) and an environment variable (`DQN_ENV_ID`). Precedence, lowest first:
-defaults, `--config file.json`, environment, flags. Every value is converted and range-checked
+defaults, `--preset`, `--config file.json`, environment, flags. Every value is converted and range-checked
 before any process starts; problems raise `ConfigError` naming the field and what is allowed.
 """
 
@@ -139,10 +139,46 @@ def add_flags(parser: argparse.ArgumentParser, config_class: type) -> None:
     """Adds one flag per field (values stay strings; conversion happens in `resolve`)."""
     parser.add_argument("--config", dest="config_file", default=argparse.SUPPRESS, metavar="FILE.json",
                         help="JSON file of settings (keys are field names; unknown keys are errors)")
+    types = field_types(config_class)
     for f in dataclasses.fields(config_class):
-        default = f.default if not isinstance(f.default, tuple) else ",".join(map(str, f.default))
         parser.add_argument(flag_name(f.name), dest=f.name, default=argparse.SUPPRESS, metavar="V",
-                            help=f"{f.metadata['doc']} [env {env_name(f.name)}; default {default!r}]")
+                            help=f"{f.metadata['doc']} [{allowed_values(f, types[f.name])}; env {env_name(f.name)}; "
+                                 f"default {format_value(f.default)}]")
+
+
+def format_value(value: Any) -> str:
+    """A value as it is written in a flag or env var: `none`, `true`, `256,256`."""
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, tuple):
+        return ",".join(map(str, value))
+    return str(value)
+
+
+def allowed_values(field: dataclasses.Field, field_type: Any) -> str:
+    """What a field accepts, from its type, bounds and choices: `integer >= 1`, `one of auto, max`."""
+    meta = field.metadata
+    args = typing.get_args(field_type)
+    optional = type(None) in args
+    base = next((t for t in args if t is not type(None)), field_type) if optional else field_type
+    if meta.get("choices"):
+        return "one of " + ", ".join([*map(format_value, meta["choices"]), *(["none"] if optional else [])])
+    listed = typing.get_origin(base) is tuple
+    item_type = typing.get_args(base)[0] if listed else base
+    text = {int: "integer", float: "number", bool: "true or false", str: "string"}[item_type]
+    if listed:
+        text = f"comma-separated {text}s"
+    inclusive = meta.get("ge") is not None
+    low, high = meta["ge"] if inclusive else meta.get("gt"), meta.get("le")
+    if low is not None and high is not None:  # an interval: [0, 1] or (0, 1]
+        text += f" in {'[' if inclusive else '('}{low:g}, {high:g}]"
+    elif low is not None:
+        text += f" {'>=' if inclusive else '>'} {low:g}"
+    elif high is not None:
+        text += f" <= {high:g}"
+    return f"{text}, or none" if optional else text
 
 
 def known_field_names(config_classes: Iterable[type]) -> set[str]:
@@ -222,10 +258,3 @@ def write_config(config: Any, path: str) -> None:
         handle.write("\n")
     os.replace(tmp, path)
 
-
-def describe(config_class: type) -> str:
-    """A Markdown table of the fields (name, flag, env var, default, doc) for docs and --help."""
-    rows = ["| field | env | default | meaning |", "|---|---|---|---|"]
-    for f in dataclasses.fields(config_class):
-        rows.append(f"| `{flag_name(f.name)}` | `{env_name(f.name)}` | `{f.default!r}` | {f.metadata['doc']} |")
-    return "\n".join(rows)

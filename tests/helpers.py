@@ -1,0 +1,102 @@
+"""Helpers several tests share: batched env steps, reading and filling a real replay server, the learner's
+batches, replaying a policy."""
+
+from __future__ import annotations
+
+#: Envs of `collect_steps` unless told otherwise.
+NUM_ENVS = 3
+
+
+def read_all_items(client, table):
+    """Every item of a queue table, each as a tuple of raw bytes (a hashable, comparable form)."""
+    import numpy as np
+    import tree
+
+    size = client.server_info(timeout=10)[table].current_size
+    items = []
+    for sample in client.sample(table, num_samples=size, emit_timesteps=False):
+        items.append(tuple(np.asarray(leaf).tobytes() + str(np.asarray(leaf).shape).encode()
+                           for leaf in tree.flatten(sample.data)))
+    return items
+
+
+def collect_steps(num_steps, max_episode_steps, num_envs=NUM_ENVS, seed=11, action_seed=5):
+    """Batched (time_step, action, next_time_step) triples with short episodes: terminations and truncations."""
+    import numpy as np
+
+    from dqn.envs import GymnasiumVectorEnvironment
+
+    env = GymnasiumVectorEnvironment("CartPole-v1", num_envs, seed=seed, max_episode_steps=max_episode_steps)
+    rng = np.random.default_rng(action_seed)
+    steps, time_step = [], env.reset()
+    for _ in range(num_steps):
+        action = rng.integers(0, 2, size=num_envs).astype(np.int64)
+        next_time_step = env.step(action)
+        steps.append((time_step, action, next_time_step))
+        time_step = next_time_step
+    return steps
+
+
+def fill_replay(address: str, num_transitions: int, num_envs: int = 16, envs_per_item: int | None = None,
+                seed: int = 0) -> int:
+    """Writes at least `num_transitions` random-policy CartPole transitions through the actor's writer.
+
+    `envs_per_item` must match the server's (default: the default config's, as a server without the flag).
+    Returns the number of items written.
+    """
+    import numpy as np
+    import reverb
+
+    from dqn.config import CommonConfig
+    from dqn.envs import GymnasiumVectorEnvironment
+    from dqn.replay_layout.env_block_writer import BlockStreams
+    from dqn.replay_layout.env_stream_writer import TrajectoryStreams
+    from dqn.replay_layout.items import ItemShape
+
+    envs = ItemShape.from_config(CommonConfig()).envs_per_item if envs_per_item is None else envs_per_item
+    env = GymnasiumVectorEnvironment("CartPole-v1", num_envs, seed=seed)
+    client = reverb.Client(address)
+    streams = BlockStreams(client, num_envs, envs) if envs > 1 else TrajectoryStreams(client, num_envs)
+    rng = np.random.default_rng(seed)
+    time_step = env.reset()
+    while streams.items_created * envs < num_transitions:
+        action = rng.integers(0, 2, size=num_envs, dtype=np.int64)
+        next_time_step = env.step(action)
+        streams.append(time_step, action, next_time_step)
+        streams.wait_for_server(max_pending_per_stream=4, timeout_ms=30_000)  # < Reverb's pending-items warning
+        time_step = next_time_step
+    streams.close(timeout_ms=120_000)
+    env.close()
+    return streams.items_created
+
+
+def make_dataset(config, bundle):
+    """The learner's batches as a dataset: [batch, L, ...] rows as trained on, with one sample info per item.
+
+    The learner applies the same `finish_batch` inside its feed's staging call (learner/feed.py) instead of a map.
+    """
+    from learner.dataset import sample_dataset
+
+    return sample_dataset(config, bundle).map(bundle.layout.finish_batch())
+
+
+def greedy_returns(policy_dir: str, env_id: str, episodes: int, seed: int):
+    """Returns of one greedy episode per env (env i seeded `seed + i`) of the SavedModel policy in `policy_dir`."""
+    import numpy as np
+    import tensorflow as tf
+    from tf_agents.trajectories import time_step as ts
+
+    from dqn.envs import GymnasiumVectorEnvironment
+
+    policy = tf.saved_model.load(policy_dir)
+    env = GymnasiumVectorEnvironment(env_id, episodes, seed=seed)
+    step, state = env.reset(), policy.get_initial_state(episodes)  # a stateful (RNN) policy carries its state
+    returns = np.zeros(episodes)
+    running = np.ones(episodes, dtype=bool)
+    while running.any():
+        policy_step = policy.action(tf.nest.map_structure(tf.constant, step), state)
+        step, state = env.step(policy_step.action.numpy()), policy_step.state
+        returns += np.where(running, step.reward, 0.0)
+        running &= step.step_type != ts.StepType.LAST
+    env.close()
+    return returns
