@@ -12,6 +12,7 @@ import time
 
 import numpy as np
 import tensorflow as tf
+from tf_agents.trajectories import time_step as ts
 from threadpoolctl import threadpool_limits
 
 from actor.td_priority import ActorTdPriorities
@@ -40,6 +41,23 @@ def actor_epsilon(config: ActorConfig, train_step: int) -> float:
     return config.apex_base_epsilon ** (1 + 7 * rank / (config.num_actors - 1))
 
 
+
+def drop_faulted(time_step: ts.TimeStep, faulted: np.ndarray) -> ts.TimeStep:
+    """`time_step` as written to replay, with the step of every env whose next env step raised made LAST.
+
+    The transition from that step is not real (the env raised instead of stepping), and no item may train on it.
+    Marking its first step LAST drops it in both layouts: per-env streams make no item that starts on a boundary
+    step, and in block items, which cannot leave one env out, DqnAgent's loss masks transitions whose first
+    step is LAST (`valid_mask`). To the transitions before it, the episode looks truncated at that step, which
+    is what happened (n-step windows stop there, dqn/replay_layout/unpack.py). Only the written copy changes; the
+    policy already acted on the real step.
+    """
+    if not faulted.any():
+        return time_step
+    return time_step._replace(step_type=np.where(faulted, ts.StepType.LAST, time_step.step_type).astype(
+        time_step.step_type.dtype))
+
+
 class Actor:
     """One actor process's state: envs, writer streams, policy weights and counters."""
 
@@ -50,7 +68,9 @@ class Actor:
         check_table_matches(client, self.bundle, config, role="actor")
         self.seed = config.seed + 10_000 * (config.actor_id + 1)
         options = EnvOptions.from_config(config)
-        self.env = GymnasiumVectorEnvironment(config.env_id, config.num_envs, seed=self.seed, options=options)
+        self.env = GymnasiumVectorEnvironment(config.env_id, config.num_envs, seed=self.seed, options=options,
+                                              max_restarts=config.max_env_restarts,
+                                              restart_window=config.env_restart_window)
         observation_spec, action_spec, _ = env_specs(config.env_id, options)
         self.streams = self.bundle.layout.make_writer(client, config.num_envs, observation_spec, action_spec)
         self.host_policy = self._host_policy()
@@ -73,6 +93,7 @@ class Actor:
         self.weights_step = -1
         self.policy_lag = 0
         self.env_steps = 0
+        self._faulted = np.zeros(config.num_envs, dtype=bool)
         self.throttled_s = 0.0
         self.status = "warming up"
         self._last_summary = (time.monotonic(), 0)
@@ -142,12 +163,15 @@ class Actor:
             action = self.act(self.time_step)
         self._wait_for_replay()
         next_time_step = self.env.step(action)
+        faulted = self.env.faulted
         priorities = None
         if self.td_priorities is not None:
             priorities = self.td_priorities.closing(q_values)
+            priorities[self._faulted] = 0.0  # the dropped transition adds nothing to its block's priority
             self.td_priorities.taken(q_values, action, next_time_step.reward, next_time_step.discount)
-        self.streams.append(self.time_step, action, next_time_step, priorities)
-        self.stats.update(next_time_step)
+        self._faulted = faulted
+        self.streams.append(drop_faulted(self.time_step, faulted), action, next_time_step, priorities)
+        self.stats.update(next_time_step, dropped=faulted)
         self.time_step = next_time_step
         self.env_steps += config.num_envs
         self.status = "warming up" if warming_up else "collecting"
@@ -165,14 +189,15 @@ class Actor:
                    "actor/weights_train_step": self.weights_step,
                    "actor/policy_lag_at_refresh": self.policy_lag,
                    "actor/episodes": self.stats.episodes,
+                   "actor/env_restarts": self.env.restarts,
                    "actor/throttled_seconds": self.throttled_s}
         if self.stats.recent_returns:
             scalars.update({"actor/average_return": self.stats.average_return(),
                             "actor/average_episode_length": self.stats.average_length()})
         self.scalars.write(self.env_steps, scalars)  # one graph call (dqn/summaries.py)
         write_progress(self.summary_dir, env_steps=self.env_steps, env_steps_per_sec=rate,
-                       episodes=self.stats.episodes, weights_train_step=self.weights_step,
-                       items=self.streams.items_created, status=self.status)
+                       episodes=self.stats.episodes, env_restarts=self.env.restarts,
+                       weights_train_step=self.weights_step, items=self.streams.items_created, status=self.status)
 
     def run(self) -> None:
         """Collects until a stop signal or max_env_steps."""

@@ -131,9 +131,9 @@ def main() -> None:
 
     threadpool_limits(1, user_api="blas")  # as actor.collect.run
 
+    from bench.single_env import GymnasiumEnvironment
     from dqn.agent import build_agent
     from dqn.config import ActorConfig
-    from dqn.envs import GymnasiumEnvironment
     from dqn.weights.wire import publish_weights
 
     root = tempfile.mkdtemp(prefix="bench-actor-")

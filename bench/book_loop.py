@@ -32,9 +32,9 @@ def run_book_loop(seed: int, budget_s: float, eval_interval: int = 100, target: 
     from tf_agents.replay_buffers import reverb_replay_buffer, reverb_utils
     from tf_agents.utils import common
 
+    from bench.single_env import GymnasiumEnvironment
     from dqn.agent import build_agent, epsilon_at
     from dqn.config import LocalConfig
-    from dqn.envs import GymnasiumEnvironment
     from dqn.replay_layout.items import REPLAY_TABLE
     from dqn.weights.flat import FlatWeights
     from evaluator.evaluate import make_episodes

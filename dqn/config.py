@@ -230,7 +230,11 @@ class ActorConfig(CommonConfig):
     apex_base_epsilon: float = setting(0.4, "Ape-X base epsilon", ge=0, le=1)
     summary_interval_s: float = setting(5.0, "seconds between actor summaries", gt=0)
     health_port: int = setting(0, "TCP port of the grpc.health.v1 service; 0 = disabled", ge=0, le=65535)
-
+    max_env_restarts: int = setting(20, "sub-env restarts (an env that raised is recreated) allowed within "
+                                    "env_restart_window before the actor exits 1; 0 = the first env error ends it",
+                                    ge=0)
+    env_restart_window: int = setting(10_000, "env steps (all of this actor's envs) over which max_env_restarts "
+                                      "counts", ge=1)
 
     def check(self) -> None:
         """Each replay item holds envs_per_item of this actor's envs."""
@@ -268,6 +272,10 @@ class LocalConfig(LearnerConfig, ActorConfig, EvaluatorConfig, ReplayServerConfi
     target_return: float | None = setting(None, "stop once the evaluation average return reaches this; none = the "
                                           "env's reward_threshold")
     max_wall_time_s: float = setting(0.0, "stop after this many seconds; 0 = no limit", ge=0)
+    max_role_restarts: int = setting(3, "restarts of a role that exited non-zero (with backoff) allowed within "
+                                     "role_restart_window_s; one more exit ends the run; 0 = no restarts", ge=0)
+    role_restart_window_s: float = setting(300.0, "seconds over which max_role_restarts counts a role's restarts",
+                                           gt=0)
 
 
 ALL_CONFIG_CLASSES = (CommonConfig, ReplayServerConfig, LearnerConfig, ActorConfig, EvaluatorConfig, LocalConfig)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 from collections.abc import Callable
 from typing import Any
 
@@ -23,6 +24,7 @@ from tf_agents.environments import py_environment
 from tf_agents.specs import array_spec
 from tf_agents.trajectories import time_step as ts
 
+from dqn.env_faults import EnvFault, RecoveringEnv, RestartBudget
 from dqn.errors import BadInput
 
 
@@ -176,63 +178,40 @@ def env_specs(env_id: str, options: EnvOptions = DEFAULT_OPTIONS
         env.close()
 
 
-class GymnasiumEnvironment(py_environment.PyEnvironment):
-    """One gymnasium env as a TF-Agents PyEnvironment (auto-reset after LAST is TF-Agents' own)."""
-
-    def __init__(self, env_id: str, seed: int | None = None, options: EnvOptions | None = None, **make_kwargs: Any):
-        super().__init__(handle_auto_reset=True)
-        self._env = make_gym_env(env_id, options, **make_kwargs)
-        self._observation_spec = observation_spec(self._env.observation_space)
-        self._action_spec = action_spec(self._env.action_space)
-        self._seed = seed
-        self._dtype = self._observation_spec.dtype
-
-    @property
-    def gym(self) -> gym.Env:
-        """The wrapped gymnasium env."""
-        return self._env
-
-    def observation_spec(self) -> array_spec.BoundedArraySpec:
-        """Spec of observations."""
-        return self._observation_spec
-
-    def action_spec(self) -> array_spec.BoundedArraySpec:
-        """Spec of actions."""
-        return self._action_spec
-
-    def _reset(self) -> ts.TimeStep:
-        # The seed applies to the first reset only; later resets continue the same RNG stream.
-        observation, _ = self._env.reset(seed=self._seed)
-        self._seed = None
-        return ts.restart(np.asarray(observation, dtype=self._dtype))
-
-    def _step(self, action: np.ndarray) -> ts.TimeStep:
-        observation, reward, terminated, truncated, _ = self._env.step(int(action))
-        observation = np.asarray(observation, dtype=self._dtype)
-        reward = np.asarray(reward, dtype=np.float32)
-        if terminated:
-            return ts.termination(observation, reward)
-        if truncated:
-            return ts.truncation(observation, reward)
-        return ts.transition(observation, reward)
-
-    def close(self) -> None:
-        """Closes the gymnasium env."""
-        self._env.close()
-
-
 class GymnasiumVectorEnvironment(py_environment.PyEnvironment):
-    """N gymnasium envs stepped together (gymnasium SyncVectorEnv) as a batched PyEnvironment."""
+    """N gymnasium envs stepped together (gymnasium SyncVectorEnv) as a batched PyEnvironment.
+
+    A sub-env that raises is recreated and reset (dqn/env_faults.py): its step comes back as a truncation,
+    `faulted` marks it, `restarts` counts it, and each fault is logged once with its traceback. More than
+    `max_restarts` restarts within `restart_window` env steps raise EnvFailed (None: no limit).
+    """
 
     def __init__(self, env_id: str, num_envs: int, seed: int | None = None, options: EnvOptions | None = None,
-                 **make_kwargs: Any):
+                 max_restarts: int | None = None, restart_window: int = 10_000, **make_kwargs: Any):
         super().__init__(handle_auto_reset=False)  # the vector env resets finished envs itself
         options = options or DEFAULT_OPTIONS
         env_specs(env_id, options)  # validates the id and spaces before building N copies
+        kwargs = _make_kwargs(env_id, options, make_kwargs)
+        wrappers = env_wrappers(env_id, options)
+
+        def make_env() -> gym.Env:  # what make_vec builds per sub-env: gym.make, then the wrappers
+            env = gym.make(env_id, **kwargs)
+            for wrapper in wrappers:
+                env = wrapper(env)
+            return env
+
+        self._faults: list[EnvFault] = []
+        index = itertools.count()  # SyncVectorEnv makes its sub-envs in order: the n-th made is sub-env n
         self._vector_env = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="sync",
                                         vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.NEXT_STEP},
-                                        wrappers=env_wrappers(env_id, options) or None,
-                                        **_make_kwargs(env_id, options, make_kwargs))
+                                        wrappers=[*wrappers, lambda env: RecoveringEnv(env, make_env, next(index),
+                                                                                        self._faults, env_id)],
+                                        **kwargs)
+        self._env_id = env_id
+        self._budget = RestartBudget(env_id, max_restarts, restart_window)
+        self._steps = 0
+        self.restarts = 0
+        self.faulted = np.zeros(num_envs, dtype=bool)
         self._num_envs = num_envs
         self._observation_spec = observation_spec(self._vector_env.single_observation_space)
         self._action_spec = action_spec(self._vector_env.single_action_space)
@@ -266,11 +245,23 @@ class GymnasiumVectorEnvironment(py_environment.PyEnvironment):
         observation, _ = self._vector_env.reset(seed=self._seed)
         self._seed = None
         self._episode_ended[:] = False
+        self._take_faults()
         return ts.restart(np.asarray(observation, dtype=self._dtype), batch_size=self._num_envs)
 
     def _step(self, action: np.ndarray) -> ts.TimeStep:
         observation, reward, terminated, truncated, _ = self._vector_env.step(np.asarray(action))
+        self._steps += self._num_envs
+        self._take_faults()
         return self.time_step_from_gym(observation, reward, terminated, truncated)
+
+    def _take_faults(self) -> None:
+        """Logs and counts the faults of the last reset or step; `faulted` marks envs whose step raised."""
+        faults, self._faults[:] = list(self._faults), []
+        self.faulted = np.zeros(self._num_envs, dtype=bool)
+        for fault in faults:  # each already logged with its traceback by the sub-env
+            self.restarts += 1
+            self.faulted[fault.index] |= fault.phase == "step"
+        self._budget.charge(faults, self._steps)
 
     def time_step_from_gym(self, observation: np.ndarray, reward: np.ndarray, terminated: np.ndarray,
                            truncated: np.ndarray) -> ts.TimeStep:

@@ -32,6 +32,10 @@ class HealthServer:
         self._servicer.set("", status)
         self._servicer.set(self.role, status)
 
+    def set_service(self, name: str, serving: bool) -> None:
+        """Marks one part of the role (e.g. 'checkpoints') SERVING or NOT_SERVING; the role's status is unchanged."""
+        self._servicer.set(name, SERVING if serving else NOT_SERVING)
+
     def stop(self) -> None:
         """Stops answering (in-flight checks get a short grace)."""
         self._server.stop(grace=0.5)
@@ -54,6 +58,9 @@ class NullHealth:
     port = 0
 
     def set(self, serving: bool) -> None:
+        """No-op."""
+
+    def set_service(self, name: str, serving: bool) -> None:
         """No-op."""
 
     def stop(self) -> None:

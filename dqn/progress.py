@@ -25,14 +25,20 @@ class EpisodeStats:
         self.recent_lengths: collections.deque[int] = collections.deque(maxlen=window)
         self.episodes = 0
 
-    def update(self, time_step: ts.TimeStep) -> None:
-        """Accounts one batched step (the reward on a FIRST step belongs to no episode)."""
+    def update(self, time_step: ts.TimeStep, dropped: np.ndarray | None = None) -> None:
+        """Accounts one batched step (the reward on a FIRST step belongs to no episode).
+
+        Episodes that end on a `dropped` env (its env raised and was recreated) are not counted.
+        """
         first = time_step.step_type == ts.StepType.FIRST
         self._returns[first] = 0.0
         self._lengths[first] = 0
         self._returns[~first] += time_step.reward[~first]
         self._lengths[~first] += 1
-        for i in np.flatnonzero(time_step.step_type == ts.StepType.LAST):
+        ended = time_step.step_type == ts.StepType.LAST
+        if dropped is not None:
+            ended &= ~dropped
+        for i in np.flatnonzero(ended):
             self.recent_returns.append(float(self._returns[i]))
             self.recent_lengths.append(int(self._lengths[i]))
             self.episodes += 1

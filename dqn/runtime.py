@@ -7,6 +7,7 @@ import errno
 import functools
 import logging
 import os
+import shutil
 import signal
 import socket
 import sys
@@ -102,3 +103,16 @@ def release_free_heap() -> bool:
     """
     trim = _malloc_trim()
     return bool(trim(0)) if trim is not None else False
+
+
+def free_space(path: str) -> str:
+    """Free space of the filesystem holding `path` ('1.2 MiB'), or 'unknown'."""
+    try:
+        free = float(shutil.disk_usage(path).free)
+    except OSError:
+        return "unknown"
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if free < 1024 or unit == "GiB":
+            return f"{free:.0f} B" if unit == "B" else f"{free:.1f} {unit}"
+        free /= 1024
+    return "unknown"

@@ -2,7 +2,9 @@
 
 Starts replay server, learner, `num_actors` actors, the evaluator (and optionally TensorBoard on
 127.0.0.1), shows one live progress line, stops at max_train_steps or target return, and stops
-every child cleanly on Ctrl-C/SIGTERM. Exits 1 if any role crashed.
+every child cleanly on Ctrl-C/SIGTERM. A role that exits non-zero is restarted with backoff, as compose's and
+Kubernetes' restart policies would (every role resumes from its checkpoint or the replay server); a role that
+keeps failing (max_role_restarts within role_restart_window_s) ends the run, which then exits 1.
 """
 
 from __future__ import annotations
@@ -28,6 +30,10 @@ from launcher.forked import ForkedRole
 log = logging.getLogger("local")
 
 STOP_GRACE_S = 60.0
+#: Restart backoff: 1 s after a role's first exit in the window, doubling up to this.
+MAX_BACKOFF_S = 30.0
+#: Exit code of bad input (config, env, checkpoint mismatch): a restart would fail the same way.
+BAD_INPUT_EXIT = 2
 
 
 @dataclasses.dataclass
@@ -38,6 +44,9 @@ class Child:
     process: subprocess.Popen | ForkedRole
     log_path: str
     essential: bool = True  # a crash of an essential role fails the run
+    argv: list[str] | None = None  # how to start it again (forked roles)
+    restarts: list[float] = dataclasses.field(default_factory=list)  # monotonic times of its restarts
+    restart_at: float | None = None  # when a pending restart is due
 
     @property
     def pid(self) -> int:
@@ -75,9 +84,52 @@ class Topology:
         """One role, forked with the ML stack already imported (launcher/forked.py): what `dqn-service ROLE` runs."""
         argv = [role, "--config", self.config_path, "--replay-address", self.replay_address, *flags]
         log_path = self.config.path("logs", f"{name}.log")
-        child = Child(name, ForkedRole(name, argv, log_path), log_path)
+        child = Child(name, ForkedRole(name, argv, log_path), log_path, argv=argv)
         self.children.append(child)
         return child
+
+    @property
+    def restarts(self) -> int:
+        """Role restarts so far."""
+        return sum(len(c.restarts) for c in self.children)
+
+    def supervise(self, now: float) -> str | None:
+        """Restarts roles that exited non-zero, after a backoff; returns why the run must end, if it must.
+
+        The same argv and log file (appended): every role is built to be restarted. Bad input (exit 2) is not
+        retried, and neither is a role that exited more than max_role_restarts times within the window.
+        """
+        config = self.config
+        for child in self.children:
+            code = child.exit_code()
+            if not child.essential or child.argv is None or code in (None, 0):
+                continue
+            if child.restart_at is not None:
+                if now >= child.restart_at:
+                    child.restart_at = None
+                    child.restarts.append(now)
+                    child.process = ForkedRole(child.name, child.argv, child.log_path)
+                    log.info("restarted %s (pid %d)", child.name, child.pid)
+                continue
+            recent = [t for t in child.restarts if now - t < config.role_restart_window_s]
+            if code == BAD_INPUT_EXIT or len(recent) >= config.max_role_restarts:
+                if not config.max_role_restarts:
+                    return f"crashed: {child.name} exited {code} (log {child.log_path})"
+                why = ("bad input: a restart would fail the same way" if code == BAD_INPUT_EXIT else
+                       f"crash loop: {len(recent)} restart(s) within {config.role_restart_window_s:.0f} s, "
+                       f"max_role_restarts {config.max_role_restarts}")
+                return f"crashed: {child.name} exited {code} ({why}; log {child.log_path})"
+            backoff = min(MAX_BACKOFF_S, 2.0 ** len(recent))
+            child.restart_at = now + backoff
+            fresh_line = "\n" if sys.stdout.isatty() else ""  # below the live progress line
+            print(f"{fresh_line}dqn-service local: {child.name} exited {code}; restarting it in {backoff:.0f} s "
+                  f"(restart {len(recent) + 1} of {config.max_role_restarts} within "
+                  f"{config.role_restart_window_s:.0f} s; log {child.log_path})", flush=True)
+        return None
+
+    def pending_restart(self, name: str) -> bool:
+        """True if the role exited and waits for its restart (the run stopped before it was due)."""
+        return any(c.name == name and c.restart_at is not None for c in self.children)
 
     def start(self) -> None:
         """Replay server first (so the others find it quickly), then learner, actors, evaluator."""
@@ -94,10 +146,6 @@ class Topology:
                                         "--host", "127.0.0.1", "--port", str(config.tensorboard_port)],
                         essential=False)
             print(f"TensorBoard: http://127.0.0.1:{config.tensorboard_port}/", flush=True)
-
-    def crashed(self) -> list[Child]:
-        """Essential children that exited with a non-zero code."""
-        return [c for c in self.children if c.essential and c.exit_code() not in (None, 0)]
 
     def stop(self, stages: tuple[tuple[str, ...], ...] = (("actor", "evaluator", "tensorboard"), ("learner",),
                                                          ("replay-server",))) -> dict[str, int]:
@@ -133,11 +181,14 @@ def latest_eval(root: str) -> dict | None:
     return json.loads(lines[-1]) if lines else None
 
 
-def progress_line(config: LocalConfig, elapsed: float, best: dict | None) -> tuple[str, int, int]:
+def progress_line(config: LocalConfig, elapsed: float, best: dict | None, role_restarts: int = 0
+                  ) -> tuple[str, int, int]:
     """(one-line status, train step, env steps) from the roles' progress files."""
     learner = read_progress(config.path("learner"))
     actors = [read_progress(config.path(f"actor-{i}")) for i in range(config.num_actors)]
     env_steps = sum(a.get("env_steps", 0) for a in actors)
+    env_restarts = sum(a.get("env_restarts", 0) for a in actors)
+    replay = read_progress(config.path("replay"))
     rate = sum(a.get("env_steps_per_sec", 0.0) for a in actors)
     train_step = learner.get("train_step", 0)
     latest = latest_eval(config.root_dir)
@@ -145,7 +196,16 @@ def progress_line(config: LocalConfig, elapsed: float, best: dict | None) -> tup
     best_text = f" (best {best['average_return']:.1f})" if best else ""
     line = (f"[{elapsed:6.0f}s] train step {train_step}/{config.max_train_steps} | env steps {env_steps} "
             f"({rate:,.0f}/s) | {eval_text}{best_text}")
+    if role_restarts or env_restarts:
+        line += f" | restarts: roles {role_restarts}, envs {env_restarts}"
+    if replay.get("checkpoint_error"):
+        line += " | replay checkpoints FAILING (see its log)"
     return line, train_step, env_steps
+
+
+def env_restarts(config: LocalConfig) -> int:
+    """Sub-environment restarts of all actors, from their progress files."""
+    return sum(read_progress(config.path(f"actor-{i}")).get("env_restarts", 0) for i in range(config.num_actors))
 
 
 def solves(evaluation: dict | None, target: float | None) -> bool:
@@ -179,15 +239,15 @@ def run(config: LocalConfig) -> int:
         # The best, like a solve, counts trained weights only (see `solves`).
         if latest and latest["train_step"] > 0 and (best is None or latest["average_return"] > best["average_return"]):
             best = latest
-        line, train_step, env_steps = progress_line(config, elapsed, best)
+        line, train_step, env_steps = progress_line(config, elapsed, best, topology.restarts)
         if interactive:
             print("\r" + line.ljust(110), end="", flush=True)
         elif time.monotonic() - last_print >= 10:
             print(line, flush=True)
             last_print = time.monotonic()
-        if topology.crashed():
-            reason = "crashed: " + ", ".join(f"{c.name} exited {c.exit_code()} (log {c.log_path})"
-                                             for c in topology.crashed())
+        ended = topology.supervise(time.monotonic())
+        if ended:
+            reason = ended
             break
         if solves(latest, target):
             reason = f"solved: eval average return {latest['average_return']:.1f} >= {target}"
@@ -204,7 +264,6 @@ def run(config: LocalConfig) -> int:
             break
     if interactive:
         print()
-    crashed_before_stop = topology.crashed()
     wall = time.monotonic() - started  # the moment the run ended (solved, ...), before the roles' shutdown
     print(f"dqn-service local: {reason} at {wall:.1f} s; stopping the roles", flush=True)
     exit_codes = topology.stop()
@@ -216,8 +275,10 @@ def run(config: LocalConfig) -> int:
     solved = reason.startswith("solved")
     print(f"summary: solved={'yes' if solved else 'no'} wall_time={wall:.1f}s env_steps={env_steps} "
           f"train_steps={train_step} best_eval_return={best['average_return'] if best else float('nan'):.1f} "
-          f"target={target}", flush=True)
+          f"target={target} role_restarts={topology.restarts} env_restarts={env_restarts(config)}", flush=True)
     print("exit codes: " + ", ".join(f"{name}={code}" for name, code in exit_codes.items()), flush=True)
-    failed = crashed_before_stop or [n for n, code in exit_codes.items() if code != 0 and n != "tensorboard"]
+    # A role that had exited and waited for its restart when the run stopped was being recovered, not failing.
+    failed = reason.startswith("crashed") or [n for n, code in exit_codes.items()
+                                              if code != 0 and n != "tensorboard" and not topology.pending_restart(n)]
     return 1 if failed else 0
 

@@ -40,5 +40,12 @@ def print_status(replay_address: str, health: dict[str, str], timeout_s: float, 
     weights = fetch_weights(replay_address, timeout_s) if second[VARIABLES_TABLE].current_size else None
     print(f"latest published train step: {weights.train_step if weights is not None else 'none yet'}")
     for name, address in sorted(health.items()):
-        print(f"{name:<16} {address:<24} {check(address, timeout_s)}")
+        print(f"{name:<16} {address:<24} {check(address, timeout_s)}{_checkpoint_note(address, timeout_s)}")
     return 0
+
+
+def _checkpoint_note(address: str, timeout_s: float) -> str:
+    """' (checkpoint writes failing ...)' when the role reports its 'checkpoints' health part NOT_SERVING."""
+    if check(address, timeout_s, service="checkpoints") == "NOT_SERVING":
+        return " (checkpoint writes failing: still serving from memory; see the role's log for the path and error)"
+    return ""

@@ -28,6 +28,7 @@ from dqn.runtime import StopSignal, release_free_heap
 from dqn.summaries import GraphScalars
 from dqn.weights.flat import FlatWeights
 from dqn.weights.publisher import WeightsPublisher
+from learner.checkpoints import LearnerCheckpoints, guarded
 from learner.dataset import sample_dataset
 from learner.feed import StagedBatches
 from learner.priorities import PriorityUpdater, importance_beta, importance_weights
@@ -88,7 +89,8 @@ class _Summaries:
         sgd_rate = (step - last_step) / max(now - last_time, 1e-9)
         self._last = (now, step)
         replay = self._rates.measure()
-        learner.write_summaries(step, self._batch_stats.measure(self.slot), sgd_rate, replay, self._publisher)
+        guarded("summaries", learner.write_summaries, step, self._batch_stats.measure(self.slot), sgd_rate, replay,
+                self._publisher)
         stalled = replay.get("seconds_since_insert", 0.0)
         if stalled >= config.no_data_timeout_s and time.monotonic() - learner.last_warning >= config.no_data_timeout_s:
             learner.last_warning = time.monotonic()
@@ -103,10 +105,8 @@ class Learner:
         self.bundle = build_agent(config)
         self.layout = self.bundle.layout
         self.summary_dir = config.path("learner")
-        self.checkpointer = common.Checkpointer(
-            ckpt_dir=os.path.join(self.summary_dir, "checkpoints"), max_to_keep=3,
-            agent=self.bundle.agent, train_step=self.bundle.train_step)
-        self.checkpointer.initialize_or_restore()
+        self.checkpoints = LearnerCheckpoints(os.path.join(self.summary_dir, "checkpoints"), max_to_keep=3,
+                                              agent=self.bundle.agent, train_step=self.bundle.train_step)
         self.train = make_train_fn(self.bundle, config.batch_size, config.train_steps_per_call)
         self.writer = tf.summary.create_file_writer(self.summary_dir)
         self.scalars = GraphScalars(self.writer)
@@ -125,9 +125,9 @@ class Learner:
         publisher.submit(self.policy_weights.read(), step)
 
     def save(self) -> None:
-        """Writes a learner checkpoint at the current train step."""
-        self.checkpointer.save(global_step=self.bundle.train_step)
-        log.info("checkpoint at train step %d", self.step)
+        """Writes a learner checkpoint at the current train step (a failed write is logged; training goes on)."""
+        if self.checkpoints.save(self.bundle.train_step):
+            log.info("checkpoint at train step %d", self.step)
         # Freed heap of sampled batches stays in RSS otherwise (trimming cut the dataset's growth by ~25 %).
         release_free_heap()
 
@@ -135,7 +135,7 @@ class Learner:
         """Exports the greedy policy as a SavedModel under <root_dir>/learner/policy."""
         if self.policy_saver is None:
             self.policy_saver = policy_saver.PolicySaver(self.bundle.agent.policy, batch_size=None)
-        export_policy(self.policy_saver, os.path.join(self.summary_dir, "policy"), step)
+        guarded("policy export", export_policy, self.policy_saver, os.path.join(self.summary_dir, "policy"), step)
 
     def run(self) -> int:
         """Trains until max_train_steps or a stop signal; always checkpoints and publishes on the way out."""
@@ -202,9 +202,9 @@ class Learner:
             self.last_warning = time.monotonic()
             log.warning("no new data for %.0f s (replay below min size, actors stopped, or replay server "
                         "unreachable); waiting", waited)
-            self.scalars.write(step, {"replay/seconds_without_data": waited})
-            write_progress(self.summary_dir, train_step=step, sgd_steps_per_sec=0.0,
-                           status=f"no new data for {waited:.0f} s")
+            guarded("summaries", self.scalars.write, step, {"replay/seconds_without_data": waited})
+            guarded("progress file", write_progress, self.summary_dir, train_step=step, sgd_steps_per_sec=0.0,
+                    status=f"no new data for {waited:.0f} s")
 
     def _finish(self, publisher: WeightsPublisher, health) -> None:
         """The way out: pending priorities sent, not serving, a final checkpoint and publication, progress done."""
@@ -217,8 +217,9 @@ class Learner:
         self.publish(publisher, self.step)
         if not publisher.wait_idle(config.rpc_timeout_s):
             log.warning("final weights not confirmed by the replay server within %.0f s", config.rpc_timeout_s)
-        write_progress(self.summary_dir, train_step=self.step, sgd_steps_per_sec=0.0, done=True)
-        self.writer.flush()
+        guarded("progress file", write_progress, self.summary_dir, train_step=self.step, sgd_steps_per_sec=0.0,
+                done=True)
+        guarded("summaries", self.writer.flush)
 
     def write_summaries(self, step: int, loss_and_mean_q: tuple[float, float], sgd_rate: float, replay: dict,
                         publisher) -> None:

@@ -1,4 +1,8 @@
-"""Finding and setting aside a corrupt replay checkpoint (Reverb gives no file name and no fallback)."""
+"""Replay checkpoints on disk: corrupt ones set aside, partial ones removed.
+
+Reverb names no file and has no fallback when a checkpoint is corrupt, and leaves the partial directory of a
+write that failed behind.
+"""
 
 from __future__ import annotations
 
@@ -35,3 +39,17 @@ def quarantine(checkpoint_path: str) -> str:
     target = os.path.join(target_dir, f"{os.path.basename(checkpoint_path)}-{int(time.time())}")
     shutil.move(checkpoint_path, target)
     return target
+
+
+def remove_partial_checkpoints(checkpoint_dir: str) -> list[str]:
+    """Deletes checkpoint dirs without a DONE marker (a failed or interrupted write); returns them.
+
+    Call only while no checkpoint is being written: Reverb writes DONE last.
+    """
+    removed = []
+    for path in sorted(glob.glob(os.path.join(checkpoint_dir, "*"))):
+        if os.path.isdir(path) and not os.path.exists(os.path.join(path, "DONE")):
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed
+

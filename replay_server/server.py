@@ -13,15 +13,18 @@ import threading
 import time
 
 import reverb
+import tensorflow as tf
 
 from dqn.agent import build_agent
 from dqn.config import ReplayServerConfig
 from dqn.errors import BadInput, ServiceError
 from dqn.health import start_health
+from dqn.progress import write_progress
 from dqn.replay import server_info
 from dqn.replay_layout.items import REPLAY_TABLE, VARIABLES_TABLE, ItemShape
-from dqn.runtime import StopSignal, ensure_port_free, release_free_heap
-from replay_server.recovery import complete_checkpoints, quarantine, unreadable_files
+from dqn.runtime import StopSignal, ensure_port_free, free_space, release_free_heap
+from dqn.summaries import GraphScalars
+from replay_server.recovery import complete_checkpoints, quarantine, remove_partial_checkpoints, unreadable_files
 from replay_server.tables import table_mismatches
 
 log = logging.getLogger("replay-server")
@@ -68,29 +71,79 @@ def start_reverb(config: ReplayServerConfig) -> tuple[reverb.Server, list[reverb
 
 
 class CheckpointScheduler:
-    """Periodic checkpoints and stats lines on a background thread; `final()` on stop."""
+    """Periodic checkpoints and stats lines on a background thread; `checkpoint("final")` on stop.
 
-    def __init__(self, client: reverb.Client, config: ReplayServerConfig, stop: StopSignal):
+    A checkpoint write that fails (disk full, write error) never stops the server: it keeps serving its in-memory
+    buffer, removes the partial checkpoint, logs the path and free space, reports it (health service
+    `checkpoints` NOT_SERVING, the `replay/checkpoint_failures` scalar, the progress file) and tries again at the
+    next interval. The previous complete checkpoint stays the one a restart loads.
+    """
+
+    def __init__(self, client: reverb.Client, config: ReplayServerConfig, stop: StopSignal, health=None):
         self._client = client
         self._config = config
         self._stop = stop
+        self._health = health
         self._lock = threading.Lock()  # one checkpoint at a time (periodic vs. final)
         self.last_checkpoint: str | None = None
+        self.failures = 0
+        self._attempts = 0
+        self.last_error: str | None = None
+        self._summary_dir = config.path("replay")
+        self._writer = _summary_writer(self._summary_dir)
+        self._scalars = GraphScalars(self._writer)
         self._thread = threading.Thread(target=self._run, name="replay-checkpoints", daemon=True)
 
     def start(self) -> None:
         """Starts the background thread."""
         self._thread.start()
 
-    def checkpoint(self, reason: str) -> str:
-        """Writes a checkpoint now; Reverb blocks traffic while it writes."""
+    def checkpoint(self, reason: str) -> str | None:
+        """Writes a checkpoint now (Reverb blocks traffic while it writes); None if the write failed."""
         with self._lock:
             started = time.monotonic()
-            path = self._client.checkpoint()
+            self._attempts += 1
+            try:
+                path = self._client.checkpoint()
+            except Exception as error:  # noqa: BLE001 - Reverb raises IndexError/RuntimeError for I/O errors
+                self._failed(reason, error)
+                return None
             self.last_checkpoint = path
+            if self.last_error is not None:
+                log.info("replay checkpoints work again after %d failure(s)", self.failures)
+            self.last_error = None
             log.info("checkpoint (%s) written to %s in %.2f s", reason, path, time.monotonic() - started)
+            self._report()
             release_free_heap()  # the checkpoint's records were freed; without this each one raised RSS for good
             return path
+
+    def _failed(self, reason: str, error: Exception) -> None:
+        checkpoint_dir = self._config.resolved_checkpoint_dir()
+        self.failures += 1
+        self.last_error = f"{type(error).__name__}: {str(error).strip()}"
+        removed = remove_partial_checkpoints(checkpoint_dir)
+        log.error("replay checkpoint (%s) failed: %s; %s free in %s; removed the partial checkpoint %s. Serving the "
+                  "in-memory buffer; a restart would load %s. Retrying %s", reason, self.last_error,
+                  free_space(checkpoint_dir), checkpoint_dir, ", ".join(removed) or "(none)",
+                  self.last_checkpoint or "the previous complete checkpoint (if any)",
+                  "never (stopping)" if reason == "final" else
+                  f"in {self._config.checkpoint_interval_s:.0f} s" if self._config.checkpoint_interval_s else "on stop")
+        self._report()
+
+    def _report(self) -> None:
+        """Checkpoint health to the health service, the summary scalar and the progress file (best effort)."""
+        if self._health is not None:
+            self._health.set_service("checkpoints", self.last_error is None)
+        try:
+            self._scalars.write(self._attempts, {"replay/checkpoint_failures": self.failures})
+            self._writer.flush()
+        except (tf.errors.OpError, OSError):
+            pass  # the same full disk; the count is in the log and the health service
+        try:
+            write_progress(self._summary_dir, checkpoint_failures=self.failures, last_checkpoint=self.last_checkpoint,
+                           checkpoint_error=self.last_error)
+        except OSError:
+            pass
 
     def _run(self) -> None:
         interval = self._config.checkpoint_interval_s
@@ -105,8 +158,8 @@ class CheckpointScheduler:
                 if now >= next_checkpoint:
                     next_checkpoint = now + interval
                     self.checkpoint("periodic")
-            except Exception:  # noqa: BLE001 - a failed periodic action must not kill the server
-                log.exception("periodic checkpoint/stats failed; will retry")
+            except Exception as error:  # noqa: BLE001 - a failed periodic action must not kill the server
+                log.error("table statistics failed (%s: %s); will retry", type(error).__name__, error)
 
 
 def format_stats(info: dict) -> str:
@@ -138,14 +191,26 @@ def serve(config: ReplayServerConfig) -> int:
              server.port, config.resolved_checkpoint_dir(), envs_per_item, format_stats(info))
     health = start_health(config.health_port, "replay-server")
     health.set(True)
-    scheduler = CheckpointScheduler(client, config, stop)
+    scheduler = CheckpointScheduler(client, config, stop, health)
     scheduler.start()
     stop.event.wait()
     log.info("%s received: final checkpoint, then stop", stop.signal_name)
     health.set(False)
     try:
-        scheduler.checkpoint("final")
+        final = scheduler.checkpoint("final")
     finally:
         health.stop()
         server.stop()
+    if final is None:
+        log.error("stopped without a final checkpoint: items written since %s are lost on restart",
+                  scheduler.last_checkpoint or "the previous complete checkpoint")
+        return 1
     return 0
+
+
+def _summary_writer(directory: str):
+    """The server's TensorBoard writer (a no-op writer if the directory cannot be written)."""
+    try:
+        return tf.summary.create_file_writer(directory)
+    except (tf.errors.OpError, OSError):
+        return tf.summary.create_noop_writer()

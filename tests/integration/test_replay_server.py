@@ -8,9 +8,9 @@ from tf_agents.drivers import py_driver
 from tf_agents.policies import random_py_policy
 from tf_agents.replay_buffers import reverb_replay_buffer, reverb_utils
 
+from bench.single_env import GymnasiumEnvironment
 from dqn.agent import build_agent
 from dqn.config import CommonConfig
-from dqn.envs import GymnasiumEnvironment
 from dqn.replay_layout.items import REPLAY_TABLE, VARIABLES_TABLE
 from dqn.weights.wire import publish_weights
 from tests.conftest import health_status, run_cli

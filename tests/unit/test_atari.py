@@ -5,10 +5,11 @@ import dataclasses
 import numpy as np
 import pytest
 
+from bench.single_env import GymnasiumEnvironment
 from dqn import config_loading
 from dqn.config import ALL_CONFIG_CLASSES, ActorConfig, CommonConfig, LearnerConfig, LocalConfig
 from dqn.config_loading import ConfigError, resolve
-from dqn.envs import EnvOptions, GymnasiumEnvironment, GymnasiumVectorEnvironment, env_specs, is_atari
+from dqn.envs import EnvOptions, GymnasiumVectorEnvironment, env_specs, is_atari
 from dqn.presets import PRESETS
 
 BREAKOUT = "ALE/Breakout-v5"

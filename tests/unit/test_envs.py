@@ -5,7 +5,8 @@ import pytest
 from tf_agents.environments import utils as env_utils
 from tf_agents.trajectories import time_step as ts
 
-from dqn.envs import EnvError, GymnasiumEnvironment, GymnasiumVectorEnvironment, env_specs
+from bench.single_env import GymnasiumEnvironment
+from dqn.envs import EnvError, GymnasiumVectorEnvironment, env_specs
 
 
 def run_episode(env, action=0, limit=10_000):

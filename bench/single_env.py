@@ -1,0 +1,63 @@
+"""One gymnasium env as a TF-Agents PyEnvironment, for the benches' single-env baselines and the env tests.
+
+The service itself steps envs only in batches (`dqn.envs.GymnasiumVectorEnvironment`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from tf_agents.environments import py_environment
+from tf_agents.specs import array_spec
+from tf_agents.trajectories import time_step as ts
+
+from dqn.envs import EnvOptions, action_spec, make_gym_env, observation_spec
+
+
+class GymnasiumEnvironment(py_environment.PyEnvironment):
+    """One gymnasium env as a TF-Agents PyEnvironment (auto-reset after LAST is TF-Agents' own)."""
+
+    def __init__(self, env_id: str, seed: int | None = None, options: EnvOptions | None = None, **make_kwargs: Any):
+        super().__init__(handle_auto_reset=True)
+        self._env = make_gym_env(env_id, options, **make_kwargs)
+        self._observation_spec = observation_spec(self._env.observation_space)
+        self._action_spec = action_spec(self._env.action_space)
+        self._seed = seed
+        self._dtype = self._observation_spec.dtype
+
+    @property
+    def gym(self) -> gym.Env:
+        """The wrapped gymnasium env."""
+        return self._env
+
+    def observation_spec(self) -> array_spec.BoundedArraySpec:
+        """Spec of observations."""
+        return self._observation_spec
+
+    def action_spec(self) -> array_spec.BoundedArraySpec:
+        """Spec of actions."""
+        return self._action_spec
+
+    def _reset(self) -> ts.TimeStep:
+        # The seed applies to the first reset only; later resets continue the same RNG stream.
+        observation, _ = self._env.reset(seed=self._seed)
+        self._seed = None
+        return ts.restart(np.asarray(observation, dtype=self._dtype))
+
+    def _step(self, action: np.ndarray) -> ts.TimeStep:
+        observation, reward, terminated, truncated, _ = self._env.step(int(action))
+        observation = np.asarray(observation, dtype=self._dtype)
+        reward = np.asarray(reward, dtype=np.float32)
+        if terminated:
+            return ts.termination(observation, reward)
+        if truncated:
+            return ts.truncation(observation, reward)
+        return ts.transition(observation, reward)
+
+    def close(self) -> None:
+        """Closes the gymnasium env."""
+        self._env.close()
+
+

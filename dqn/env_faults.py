@@ -1,0 +1,140 @@
+"""Sub-environments that raise: recreated and reset instead of ending the process.
+
+A user's env may raise now and then (a simulator hiccup, a bad state). `RecoveringEnv` wraps each sub-env of
+the vector env: an exception in `step` ends that env's episode as a truncation (the step carries the last good
+observation and reward 0, and `GymnasiumVectorEnvironment.faulted` marks it); the vector env's autoreset then
+calls `reset`, which recreates the env from its factory and resets it. An env that fails `RESET_ATTEMPTS`
+times in a row at reset is broken, not flaky: `EnvFailed` ends the process with one line. `RestartBudget`
+bounds the restarts per window of env steps, so an env that fails on most steps ends the process too.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import logging
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from dqn.errors import ServiceError
+
+log = logging.getLogger("envs")
+
+#: Recreate-and-reset attempts of one sub-env in a row before it counts as broken.
+RESET_ATTEMPTS = 3
+
+
+class EnvFailed(ServiceError):
+    """A user's env that keeps failing; the message names the env and its error."""
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvFault:
+    """One exception raised by a sub-env (then recreated)."""
+
+    index: int  # position of the sub-env in the vector env
+    phase: str  # "step" or "reset"
+    error: str  # "TypeName: message"
+    traceback: str
+
+
+def _describe(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}"
+
+
+class RecoveringEnv(gym.Wrapper):
+    """A sub-env that recreates itself (from `make_env`) after it raises; faults go to the shared `faults` list."""
+
+    def __init__(self, env: gym.Env, make_env: Callable[[], gym.Env], index: int, faults: list[EnvFault],
+                 env_id: str):
+        super().__init__(env)
+        self._make_env = make_env
+        self._index = index
+        self._faults = faults
+        self._env_id = env_id
+        self._broken = False
+        self._last_observation: Any = None
+        self._seed: int | None = None
+
+    def _record(self, phase: str, error: BaseException) -> None:
+        fault = EnvFault(self._index, phase, _describe(error), traceback.format_exc())
+        log_fault(self._env_id, fault)  # now: a fault that ends the process is in the log before the exit line
+        self._faults.append(fault)
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict]:
+        """Resets the env; a broken one (or one whose reset raises) is first recreated, up to RESET_ATTEMPTS."""
+        if seed is not None:
+            self._seed = seed
+        elif self._broken and self._seed is not None:
+            # A recreated env gets a seed of its own, so the run stays reproducible without replaying the failure.
+            seed = self._seed + 1_000_003 * len(self._faults)
+        last: BaseException | None = None
+        for attempt in range(RESET_ATTEMPTS):
+            try:
+                if self._broken:
+                    self._recreate()
+                observation, info = self.env.reset(seed=seed, options=options)
+            except Exception as error:  # noqa: BLE001 - any error of a user's env: recreate it
+                self._record("reset", error)
+                self._broken = True
+                seed = None if self._seed is None else self._seed + 1_000_003 * (len(self._faults) + attempt)
+                last = error
+                continue
+            self._broken = False
+            self._last_observation = np.array(observation, copy=True)
+            return observation, info
+        raise EnvFailed(f"env {self._env_id!r} (sub-env {self._index}) failed at reset {RESET_ATTEMPTS} times in "
+                        f"a row, recreated each time; last error: {_describe(last)}. Fix the env (its traceback is "
+                        "in the log above)") from None
+
+    def step(self, action: Any) -> tuple[Any, Any, bool, bool, dict]:
+        """Steps the env; if it raises, ends the episode as a truncation with the last good observation."""
+        try:
+            observation, reward, terminated, truncated, info = self.env.step(action)
+        except Exception as error:  # noqa: BLE001 - any error of a user's env: recreate it at the reset
+            self._record("step", error)
+            self._broken = True
+            return self._last_observation, 0.0, False, True, {}
+        self._last_observation = observation
+        return observation, reward, terminated, truncated, info
+
+    def _recreate(self) -> None:
+        try:
+            self.env.close()
+        except Exception:  # noqa: BLE001 - the old env is broken; closing it is best effort
+            pass
+        self.env = self._make_env()
+
+
+class RestartBudget:
+    """At most `max_restarts` sub-env restarts within any `window_steps` env steps; 0 restarts = fail at once."""
+
+    def __init__(self, env_id: str, max_restarts: int | None, window_steps: int):
+        self._env_id = env_id
+        self._max_restarts = max_restarts
+        self._window_steps = window_steps
+        self._recent: collections.deque[int] = collections.deque()
+
+    def charge(self, faults: list[EnvFault], env_steps: int) -> None:
+        """Counts new faults at `env_steps`; raises EnvFailed once the window holds more than the budget."""
+        if self._max_restarts is None or not faults:
+            return
+        self._recent.extend([env_steps] * len(faults))
+        while self._recent and self._recent[0] <= env_steps - self._window_steps:
+            self._recent.popleft()
+        if len(self._recent) > self._max_restarts:
+            fault = faults[-1]
+            raise EnvFailed(
+                f"env {self._env_id!r} failed {len(self._recent)} times within {self._window_steps} env steps "
+                f"(limit --max-env-restarts {self._max_restarts}); last: sub-env {fault.index} raised in "
+                f"{fault.phase}: {fault.error}. Fix the env (its traceback is in the log above), or raise the limit")
+
+
+def log_fault(env_id: str, fault: EnvFault) -> None:
+    """One log entry per fault, with the env's traceback."""
+    log.warning("env %r sub-env %d raised in %s (%s); recreating and resetting it, its episode is dropped\n%s",
+                env_id, fault.index, fault.phase, fault.error, fault.traceback.rstrip())

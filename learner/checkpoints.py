@@ -1,0 +1,180 @@
+"""Learner checkpoints that survive damaged files and failing writes, and a guard for the learner's other writes.
+
+TF-Agents' `common.Checkpointer` restores the latest checkpoint as it is built; a truncated `ckpt-N.data` file
+(a full disk, a storage fault) then raises from TensorFlow's reader on every start, a crash loop under any
+restart policy. `LearnerCheckpoints` reads every candidate back first, newest first: an unreadable one is moved
+into `<checkpoint dir>/quarantine/` (named in the log) and the next older one is restored. With none readable it
+starts fresh with a loud error in the log, as a first start would: the replay buffer and the actors carry on,
+and the quarantined files stay for inspection. A save that fails (disk full, write error) removes its partial
+files, so the previous checkpoint stays the latest readable one, and the learner keeps training; the next
+interval tries again.
+"""
+
+from __future__ import annotations
+
+import glob
+import logging
+import os
+import shutil
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import tensorflow as tf
+from tf_agents.utils import common
+
+from dqn.runtime import free_space
+
+log = logging.getLogger("learner")
+
+#: Errors a write to a full or failing disk raises (TensorFlow's own, or Python's for plain files).
+WRITE_ERRORS = (tf.errors.OpError, OSError)
+#: A failing write of one kind is logged at most this often (each failure is still counted).
+LOG_INTERVAL_S = 60.0
+
+T = TypeVar("T")
+
+
+def _prefixes(directory: str) -> list[str]:
+    """Checkpoint prefixes in `directory`, oldest first: the state file's list, plus any index file it misses."""
+    listed: list[str] = []
+    try:
+        state = tf.train.get_checkpoint_state(directory)
+    except (tf.errors.OpError, ValueError):  # an unreadable state file: fall back to the files themselves
+        state = None
+    if state is not None:
+        listed = [os.path.abspath(os.path.join(directory, p)) for p in state.all_model_checkpoint_paths]
+    found = [os.path.abspath(path[: -len(".index")]) for path in glob.glob(os.path.join(directory, "ckpt-*.index"))]
+    prefixes = {*listed, *found}
+
+    def number(prefix: str) -> int:
+        try:
+            return int(prefix.rsplit("-", 1)[1])
+        except (IndexError, ValueError):
+            return -1
+
+    return sorted(prefixes, key=number)
+
+
+def unreadable(prefix: str) -> str | None:
+    """Why the checkpoint at `prefix` cannot be restored (every tensor is read back), or None if it can."""
+    try:
+        reader = tf.train.load_checkpoint(prefix)
+        for name in reader.get_variable_to_dtype_map():
+            reader.get_tensor(name)
+    except Exception as error:  # noqa: BLE001 - any failure to read it back makes it unusable
+        return f"{type(error).__name__}: {error}".strip()
+    return None
+
+
+def quarantine(prefix: str) -> list[str]:
+    """Moves every file of the checkpoint at `prefix` into `<its dir>/quarantine/`; returns the new paths."""
+    target_dir = os.path.join(os.path.dirname(prefix), "quarantine")
+    os.makedirs(target_dir, exist_ok=True)
+    moved = []
+    for path in sorted(glob.glob(glob.escape(prefix) + ".*")):
+        target = os.path.join(target_dir, os.path.basename(path))
+        if os.path.exists(target):
+            target = f"{target}.{int(time.time())}"
+        shutil.move(path, target)
+        moved.append(target)
+    return moved
+
+
+class LearnerCheckpoints:
+    """Restores the newest readable checkpoint into `objects` on construction; `save(step)` never raises."""
+
+    def __init__(self, directory: str, max_to_keep: int = 3, **objects: Any):
+        self.directory = directory
+        os.makedirs(directory, exist_ok=True)
+        self.restored = self._set_aside_unreadable()
+        self._checkpointer = common.Checkpointer(ckpt_dir=directory, max_to_keep=max_to_keep, **objects)
+        self._checkpointer.initialize_or_restore()
+        self.failures = 0
+
+    def _set_aside_unreadable(self) -> str | None:
+        """Quarantines unreadable checkpoints, newest first, until one reads back; returns it (None: start fresh)."""
+        prefixes = _prefixes(self.directory)
+        good = list(prefixes)
+        for prefix in reversed(prefixes):
+            reason = unreadable(prefix)
+            if reason is None:
+                break
+            good.remove(prefix)
+            moved = quarantine(prefix)
+            log.error("learner checkpoint %s cannot be read (%s); moved it aside to %s", prefix, reason,
+                      ", ".join(moved) or "(no files)")
+        if good == prefixes:
+            return good[-1] if good else None
+        state_file = os.path.join(self.directory, "checkpoint")
+        if good:
+            tf_logger = tf.get_logger()
+            level = tf_logger.level
+            tf_logger.setLevel(logging.ERROR)  # TF's only public writer of the state file logs a deprecation
+            try:
+                tf.compat.v1.train.update_checkpoint_state(self.directory, good[-1], all_model_checkpoint_paths=good)
+            finally:
+                tf_logger.setLevel(level)
+            log.warning("restoring the newest readable learner checkpoint instead: %s", good[-1])
+            return good[-1]
+        if os.path.exists(state_file):
+            os.remove(state_file)
+        log.error("NO READABLE LEARNER CHECKPOINT in %s: starting from a fresh network at train step 0. The "
+                  "unreadable ones are in %s; restore a backup there and restart to resume from it instead",
+                  self.directory, os.path.join(self.directory, "quarantine"))
+        return None
+
+    def save(self, step: tf.Variable) -> bool:
+        """Writes a checkpoint at `step`; on a write error logs it, removes the partial files, returns False."""
+        number = int(step.numpy())
+        try:
+            self._checkpointer.save(global_step=step)
+            return True
+        except WRITE_ERRORS as error:
+            self.failures += 1
+            self._remove_partial(number)
+            log.error("learner checkpoint at train step %d failed (%s: %s; %s free in %s); the previous one is "
+                      "kept, training goes on and the next checkpoint interval tries again", number,
+                      type(error).__name__, str(error).strip().splitlines()[0] if str(error).strip() else "",
+                      free_space(self.directory), self.directory)
+            return False
+
+    def _remove_partial(self, number: int) -> None:
+        """Deletes what a failed save of checkpoint `number` left behind (never a listed, complete checkpoint)."""
+        prefix = os.path.abspath(os.path.join(self.directory, f"ckpt-{number}"))
+        if prefix in [os.path.abspath(p) for p in self._checkpointer.manager.checkpoints]:
+            return
+        for path in glob.glob(glob.escape(prefix) + ".*") + glob.glob(glob.escape(prefix) + "_temp*"):
+            try:
+                shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
+            except OSError:
+                pass
+
+
+class WriteGuard:
+    """Runs writes that may fail on a full or failing disk, without raising.
+
+    A failure is counted and logged (once per LOG_INTERVAL_S per kind) and the call returns None, so the caller
+    goes on and tries again at its next interval.
+    """
+
+    def __init__(self) -> None:
+        self.failures: dict[str, int] = {}
+        self._last_log: dict[str, float] = {}
+
+    def __call__(self, what: str, write: Callable[..., T], *args: Any, **kwargs: Any) -> T | None:
+        try:
+            return write(*args, **kwargs)
+        except WRITE_ERRORS as error:
+            self.failures[what] = self.failures.get(what, 0) + 1
+            now = time.monotonic()
+            if now - self._last_log.get(what, -LOG_INTERVAL_S) >= LOG_INTERVAL_S:
+                self._last_log[what] = now
+                first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""
+                log.error("%s failed (%s: %s; %d failure(s) so far); training goes on and retries at the next "
+                          "interval", what, type(error).__name__, first_line, self.failures[what])
+            return None
+
+
+#: The learner's guard: `guarded("policy export", export_policy, saver, path, step)`.
+guarded = WriteGuard()

@@ -1,0 +1,95 @@
+"""Learner checkpoints: a truncated one is quarantined and the next older restored; failed writes keep the last."""
+
+import glob
+import logging
+import os
+
+import pytest
+import tensorflow as tf
+
+from dqn.agent import build_agent
+from dqn.config import LearnerConfig
+from learner.checkpoints import LearnerCheckpoints, WriteGuard, unreadable
+from tests.fs import fill, small_filesystem
+
+
+def checkpoints_of(directory, config=None):
+    bundle = build_agent(config or LearnerConfig(fc_layer_params=(32,)))
+    return bundle, LearnerCheckpoints(str(directory), agent=bundle.agent, train_step=bundle.train_step)
+
+
+def save_at(bundle, checkpoints, step):
+    bundle.train_step.assign(step)
+    bundle.q_network.variables[0].assign(tf.fill(bundle.q_network.variables[0].shape, float(step)))
+    assert checkpoints.save(bundle.train_step)
+
+
+def truncate(prefix):
+    (data,) = glob.glob(prefix + ".data-*")
+    size = os.path.getsize(data)
+    with open(data, "r+b") as handle:
+        handle.truncate(size // 2)
+
+
+def test_truncated_latest_checkpoint_is_quarantined_and_the_previous_restored(tmp_path, caplog):
+    directory = tmp_path / "checkpoints"
+    bundle, checkpoints = checkpoints_of(directory)
+    for step in (100, 200, 300):
+        save_at(bundle, checkpoints, step)
+    truncate(str(directory / "ckpt-300"))
+    assert unreadable(str(directory / "ckpt-300")) is not None
+    with pytest.raises((IndexError, tf.errors.OpError)):  # without the quarantine: fails every start
+        tf.train.Checkpoint(agent=build_agent(LearnerConfig(fc_layer_params=(32,))).agent).restore(
+            str(directory / "ckpt-300"))
+
+    with caplog.at_level(logging.ERROR, logger="learner"):
+        restored, checkpoints = checkpoints_of(directory)
+    assert int(restored.train_step.numpy()) == 200
+    assert float(restored.q_network.variables[0].numpy().flat[0]) == 200.0
+    quarantined = sorted(os.listdir(directory / "quarantine"))
+    assert quarantined and all(name.startswith("ckpt-300.") for name in quarantined)
+    assert f"{directory / 'ckpt-300'} cannot be read" in caplog.text
+    save_at(restored, checkpoints, 400)  # and the next save goes on from there
+    assert int(checkpoints_of(directory)[0].train_step.numpy()) == 400
+
+
+def test_no_readable_checkpoint_starts_fresh_with_a_loud_error(tmp_path, caplog):
+    directory = tmp_path / "checkpoints"
+    bundle, checkpoints = checkpoints_of(directory)
+    save_at(bundle, checkpoints, 100)
+    truncate(str(directory / "ckpt-100"))
+    with caplog.at_level(logging.ERROR, logger="learner"):
+        restored, _ = checkpoints_of(directory)
+    assert int(restored.train_step.numpy()) == 0
+    assert "NO READABLE LEARNER CHECKPOINT" in caplog.text
+
+
+def test_a_save_on_a_full_disk_fails_softly_and_keeps_the_previous_one(tmp_path, caplog):
+    config = LearnerConfig(fc_layer_params=(256, 256))  # ~1 MiB per checkpoint on a 4 MiB filesystem
+    with small_filesystem(tmp_path / "disk") as disk:
+        bundle, checkpoints = checkpoints_of(disk / "checkpoints", config)
+        save_at(bundle, checkpoints, 100)
+        filler = fill(disk, leave_bytes=64 * 1024)
+        bundle.train_step.assign(200)
+        with caplog.at_level(logging.ERROR, logger="learner"):
+            assert not checkpoints.save(bundle.train_step)
+        assert "learner checkpoint at train step 200 failed" in caplog.text and "free in" in caplog.text
+        assert not glob.glob(str(disk / "checkpoints" / "ckpt-200*"))  # the partial files are gone
+        assert int(checkpoints_of(disk / "checkpoints", config)[0].train_step.numpy()) == 100
+        filler.unlink()
+        assert checkpoints.save(bundle.train_step)  # the next interval succeeds once there is space
+        assert int(checkpoints_of(disk / "checkpoints", config)[0].train_step.numpy()) == 200
+
+
+def test_write_guard_logs_once_per_interval_and_returns_none(tmp_path, caplog):
+    guard = WriteGuard()
+
+    def write():
+        raise tf.errors.ResourceExhaustedError(None, None, "No space left on device")
+
+    with caplog.at_level(logging.ERROR, logger="learner"):
+        assert guard("summaries", write) is None
+        assert guard("summaries", write) is None
+    assert guard.failures == {"summaries": 2}
+    assert caplog.text.count("summaries failed") == 1
+    assert guard("summaries", lambda: 7) == 7
