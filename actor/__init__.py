@@ -1,1 +1,1 @@
-"""Actor role: parallel envs, batched epsilon-greedy inference, 2-step (or n + 1-step) items into Reverb."""
+"""Actor role: parallel envs, batched epsilon-greedy inference, replay items (blocks of envs by default) into Reverb."""

@@ -1,7 +1,7 @@
-"""The actor process: N parallel envs, batched epsilon-greedy inference, 2-step (or n + 1-step) items per env block.
+"""The actor process: N parallel envs, batched epsilon-greedy inference, replay items written through the layout.
 
 Loop: random warm-up steps, then the agent's collect policy on the whole batch of envs, one call per step:
-in numpy for a plain MLP Q-network (dqn/host_policy.py), else one `tf.function` call; weights are swapped in
+in numpy for a plain MLP Q-network (dqn/numpy_policy.py), else one `tf.function` call; weights are swapped in
 from the `WeightsPuller` without ever blocking.
 """
 
@@ -15,19 +15,18 @@ import tensorflow as tf
 from tf_agents.trajectories import time_step as ts
 from threadpoolctl import threadpool_limits
 
-from actor.block_writer import BlockStreams
 from actor.td_priority import ActorTdPriorities
-from actor.writer import TrajectoryStreams
 from dqn.agent import batched_actions, batched_actions_and_q_values, build_agent, epsilon_at
 from dqn.config import ActorConfig
 from dqn.envs import EnvOptions, GymnasiumVectorEnvironment, env_specs
 from dqn.health import start_health
-from dqn.host_policy import HostEpsilonGreedy, HostQNetwork
+from dqn.numpy_policy import HostEpsilonGreedy, HostQNetwork
 from dqn.progress import EpisodeStats, write_progress
 from dqn.replay import check_table_matches, wait_for_server
 from dqn.runtime import StopSignal
 from dqn.summaries import GraphScalars
-from dqn.weights import FlatWeights, WeightsPuller
+from dqn.weights.flat import FlatWeights
+from dqn.weights.puller import WeightsPuller
 
 log = logging.getLogger("actor")
 
@@ -67,25 +66,13 @@ def drop_faulted(time_step: ts.TimeStep, faulted: np.ndarray) -> ts.TimeStep:
     Marking its first step LAST drops it in both layouts: per-env streams make no item that starts on a boundary
     step, and in block items, which cannot leave one env out, DqnAgent's loss masks transitions whose first
     step is LAST (`valid_mask`). To the transitions before it, the episode looks truncated at that step, which
-    is what happened (n-step windows stop there, dqn/nstep.py). Only the written copy changes; the policy
-    already acted on the real step.
+    is what happened (n-step windows stop there, dqn/replay_layout/unpack.py). Only the written copy changes; the
+    policy already acted on the real step.
     """
     if not faulted.any():
         return time_step
     return time_step._replace(step_type=np.where(faulted, ts.StepType.LAST, time_step.step_type).astype(
         time_step.step_type.dtype))
-
-
-def make_streams(client, config: ActorConfig, observation_spec, action_spec) -> TrajectoryStreams | BlockStreams:
-    """The replay writer for this config: blocks of envs_per_item envs, or one stream per env (envs_per_item 1)."""
-    if config.item_envs() > 1:
-        return BlockStreams(client, config.num_envs, config.item_envs(), observation_spec=observation_spec,
-                            action_spec=action_spec, sequence_length=config.sequence_length(),
-                            send_priorities=config.actors_send_priorities())
-    return TrajectoryStreams(client, config.num_envs, observation_spec=observation_spec, action_spec=action_spec,
-                             sequence_length=config.sequence_length(),
-                             run_past_episode_end=config.items_run_past_episode_end(),
-                             send_priorities=config.actors_send_priorities())
 
 
 class Actor:
@@ -102,13 +89,13 @@ class Actor:
                                               max_restarts=config.max_env_restarts,
                                               restart_window=config.env_restart_window)
         observation_spec, action_spec, _ = env_specs(config.env_id, options)
-        self.streams = make_streams(client, config, observation_spec, action_spec)
+        self.streams = self.bundle.layout.make_writer(client, config.num_envs, observation_spec, action_spec)
         self.host_policy = self._host_policy()
         if self.host_policy is None:
             self.act = batched_actions(self.bundle.agent.collect_policy, config.num_envs)
             self.policy_weights = FlatWeights(self.bundle.policy_variables)
         self.td_priorities: ActorTdPriorities | None = None
-        if config.actors_send_priorities():
+        if self.bundle.layout.actors_send_priorities:
             if self.host_policy is None:
                 self.act_and_q = batched_actions_and_q_values(self.bundle.agent.collect_policy,
                                                               self.bundle.q_network)
@@ -121,7 +108,6 @@ class Actor:
         self.rng = np.random.default_rng(self.seed)
         self.stats = EpisodeStats(config.num_envs)
         self.weights_step = -1
-        self.weights_digest = ""
         self.policy_lag = 0
         self.env_steps = 0
         self._faulted = np.zeros(config.num_envs, dtype=bool)
@@ -149,7 +135,6 @@ class Actor:
             self.policy_weights.assign(weights.variables)
         self.policy_lag = max(0, weights.train_step - self.weights_step) if self.weights_step >= 0 else 0
         self.weights_step = weights.train_step
-        self.weights_digest = weights.digest()
         epsilon = actor_epsilon(self.config, self.weights_step)
         if epsilon != self.epsilon:  # constant after the decay: no eager assign (and its kept tensor) per refresh
             if self.host_policy is None:  # only the graph policy reads the variable; numpy gets self.epsilon per step
@@ -229,8 +214,7 @@ class Actor:
         self.scalars.write(self.env_steps, scalars)  # one graph call (dqn/summaries.py)
         write_progress(self.summary_dir, env_steps=self.env_steps, env_steps_per_sec=rate,
                        episodes=self.stats.episodes, env_restarts=self.env.restarts,
-                       weights_train_step=self.weights_step,
-                       weights_digest=self.weights_digest, items=self.streams.items_created, status=self.status)
+                       weights_train_step=self.weights_step, items=self.streams.items_created, status=self.status)
 
     def run(self) -> None:
         """Collects until a stop signal or max_env_steps."""

@@ -4,7 +4,7 @@ For each num_envs, side by side in one run against one real replay server (no le
   ceiling  raw gymnasium sync vector env (NEXT_STEP autoreset), random actions: env steps/s
   ours     `actor.collect.Actor` (collect policy on published weights, writes blocks of --envs-per-item envs):
            transitions landing in the replay table per second (server's insert count before/after, after a
-           flush, times the envs per item); its policy runs in numpy (the default, dqn/host_policy.py)
+           flush, times the envs per item); its policy runs in numpy (the default, dqn/numpy_policy.py)
   graph    the same Actor with --inference graph: the TF-Agents collect policy in one graph call per step
   stock    TF-Agents PyDriver + PyTFEagerPolicy(collect_policy) + ReverbAddTrajectoryObserver(2, stride 1)
            on one GymnasiumEnvironment: items landing in the table per second
@@ -25,7 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench.common import inserted, replay_server  # noqa: E402
 
-#: The issue's absolute goal for one actor process (issue #5, target 1); the bench reports against it.
+#: The project's throughput goal for one actor process; the bench reports against it.
 TARGET_STEPS_PER_SEC = 20_000
 
 
@@ -75,7 +75,7 @@ def ours(actor, client, seconds: float) -> tuple[float, float]:
     actor.run()
     actor.streams.flush(timeout_ms=60_000)  # count only items the server confirmed; the flush time counts too
     elapsed = time.perf_counter() - start
-    transitions = (inserted(client) - before_items) * actor.config.item_envs()
+    transitions = (inserted(client) - before_items) * actor.bundle.layout.transitions_per_item
     return transitions / elapsed, (actor.env_steps - before_steps) / elapsed
 
 
@@ -84,7 +84,7 @@ def stock(env, policy, client, seconds: float) -> tuple[float, float]:
     from tf_agents.drivers import py_driver
     from tf_agents.replay_buffers import reverb_utils
 
-    from dqn.replay import REPLAY_TABLE
+    from dqn.replay_layout.items import REPLAY_TABLE
 
     observer = reverb_utils.ReverbAddTrajectoryObserver(client, REPLAY_TABLE, sequence_length=2, stride_length=1)
     driver = py_driver.PyDriver(env, policy, [observer], max_steps=50)
@@ -134,7 +134,7 @@ def main() -> None:
     from bench.single_env import GymnasiumEnvironment
     from dqn.agent import build_agent
     from dqn.config import ActorConfig
-    from dqn.weights import publish_weights
+    from dqn.weights.wire import publish_weights
 
     root = tempfile.mkdtemp(prefix="bench-actor-")
     counts = [int(n) for n in args.num_envs.split(",")]
@@ -181,8 +181,7 @@ def main() -> None:
                   f"{our_items / TARGET_STEPS_PER_SEC:>10.0%}", flush=True)
         stock_env.close()
     print(f"ratios use ours in transitions/s reaching the table (items x envs per item; stock: 1 per item); "
-          f"target = {TARGET_STEPS_PER_SEC:,} env steps/s "
-          "per actor process (issue #5)")
+          f"target = {TARGET_STEPS_PER_SEC:,} env steps/s per actor process")
 
 
 if __name__ == "__main__":

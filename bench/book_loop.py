@@ -33,9 +33,10 @@ def run_book_loop(seed: int, budget_s: float, eval_interval: int = 100, target: 
     from tf_agents.utils import common
 
     from bench.single_env import GymnasiumEnvironment
-    from dqn.agent import build_agent, epsilon_at, replay_signature
+    from dqn.agent import build_agent, epsilon_at
     from dqn.config import LocalConfig
-    from dqn.weights import FlatWeights
+    from dqn.replay_layout.items import REPLAY_TABLE
+    from dqn.weights.flat import FlatWeights
     from evaluator.evaluate import make_episodes
 
     # One env's trajectory per item, as the book's observer writes it (not the service's blocks of envs).
@@ -43,7 +44,7 @@ def run_book_loop(seed: int, budget_s: float, eval_interval: int = 100, target: 
     bundle = build_agent(config)
     agent = bundle.agent
     table = reverb.Table("replay", reverb.selectors.Uniform(), reverb.selectors.Fifo(), config.replay_max_size,
-                         reverb.rate_limiters.MinSize(1), signature=replay_signature(bundle))
+                         reverb.rate_limiters.MinSize(1), signature=bundle.layout.signatures(bundle)[REPLAY_TABLE])
     server = reverb.Server([table], port=None)
     buffer = reverb_replay_buffer.ReverbReplayBuffer(agent.collect_data_spec, "replay", sequence_length=2,
                                                      local_server=server)

@@ -40,7 +40,7 @@ def replay_bytes(env_id: str, server_flags: tuple[str, ...], options, items: int
     import psutil
     import reverb
 
-    from dqn.replay import REPLAY_TABLE
+    from dqn.replay_layout.items import REPLAY_TABLE
 
     warmup = max(1000, items // 5)
     with replay_server(*server_flags, "--replay-max-size", str(2 * (warmup + items))) as (address, pid):
@@ -82,7 +82,7 @@ def part_actor(args: argparse.Namespace) -> None:
     from dqn.agent import build_agent
     from dqn.config import ActorConfig
     from dqn.runtime import StopSignal
-    from dqn.weights import publish_weights
+    from dqn.weights.wire import publish_weights
 
     with replay_server(*BREAKOUT_SERVER, "--replay-max-size", "1000000") as (address, _):
         client = reverb.Client(address)
@@ -106,10 +106,10 @@ def part_learner(args: argparse.Namespace) -> None:
     """SGD steps/s of the conv net at the preset's batch size: fixed batch, and fed from replay."""
     from tf_agents.utils import common
 
+    from bench.common import make_dataset
     from dqn.agent import build_agent
     from dqn.config import LearnerConfig
     from dqn.envs import EnvOptions
-    from learner.train import make_dataset
 
     with replay_server(*BREAKOUT_SERVER, "--replay-max-size", "100000") as (address, _):
         config = breakout_config(LearnerConfig, replay_address=address)

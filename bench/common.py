@@ -41,7 +41,7 @@ def replay_server(*flags: str):
 
 def inserted(client) -> int:
     """Items the replay table has accepted since the server started (not capped by its max size)."""
-    from dqn.replay import REPLAY_TABLE
+    from dqn.replay_layout.items import REPLAY_TABLE
 
     return client.server_info(timeout=30)[REPLAY_TABLE].rate_limiter_info.insert_stats.completed
 
@@ -55,12 +55,13 @@ def fill_replay(address: str, num_transitions: int, num_envs: int = 16, env_id: 
     import numpy as np
     import reverb
 
-    from actor.block_writer import BlockStreams
-    from actor.writer import TrajectoryStreams
     from dqn.config import CommonConfig
     from dqn.envs import GymnasiumVectorEnvironment
+    from dqn.replay_layout.env_block_writer import BlockStreams
+    from dqn.replay_layout.env_stream_writer import TrajectoryStreams
+    from dqn.replay_layout.items import ItemShape
 
-    envs = CommonConfig().item_envs() if envs_per_item is None else envs_per_item
+    envs = ItemShape.from_config(CommonConfig()).envs_per_item if envs_per_item is None else envs_per_item
     env = GymnasiumVectorEnvironment(env_id, num_envs, seed=seed, options=options)
     client = reverb.Client(address)
     streams = BlockStreams(client, num_envs, envs) if envs > 1 else TrajectoryStreams(client, num_envs)
@@ -76,3 +77,13 @@ def fill_replay(address: str, num_transitions: int, num_envs: int = 16, env_id: 
     streams.close(timeout_ms=120_000)
     env.close()
     return streams.items_created * envs / (time.perf_counter() - start)
+
+
+def make_dataset(config, bundle):
+    """The learner's batches as a plain dataset: sampled items finished into the rows `agent.train` takes.
+
+    The learner itself applies `finish_batch` inside its feed's staging call (learner/feed.py).
+    """
+    from learner.dataset import sample_dataset
+
+    return sample_dataset(config, bundle).map(bundle.layout.finish_batch())

@@ -3,7 +3,7 @@
 Run: python bench/learner_throughput.py [--seconds 15] [--envs-per-item 1,16] [--rounds 6]
      [--intra-op-threads 2 --inter-op-threads 2]   (threads other than the learner's auto choice)
 
-The headline ratio (#5's target 2: the learner's default input against the same train step on a fixed batch) is
+The headline ratio (the learner's default input against the same train step on a fixed batch, target 2) is
 also measured interleaved: `--rounds` pairs of short windows, fixed and fed alternating which goes first, on the
 last layout. This box's speed drifts by a third within minutes, so back-to-back 10 s figures can differ by that
 much for reasons that have nothing to do with the input; the per-round ratios and their median do not.
@@ -36,11 +36,11 @@ def rate(step_fn, seconds: float, steps_per_call: int = 1) -> float:
 
 def fed_step_fn(config, bundle, train_fn):
     """(step function, close) of the learner's own input path: batches staged in variables by its feed thread."""
+    from learner.dataset import sample_dataset
     from learner.feed import StagedBatches
     from learner.staged import StagedTrainer
-    from learner.train import finish_batch, sample_dataset
 
-    feed = StagedBatches(lambda: sample_dataset(config, bundle), finish_batch(config, bundle))
+    feed = StagedBatches(lambda: sample_dataset(config, bundle), bundle.layout.finish_batch())
     trainer = StagedTrainer(train_fn, feed.slots)
 
     def fed_step():
@@ -99,8 +99,9 @@ def main() -> None:
     tf.config.threading.set_inter_op_parallelism_threads(inter)
     print(f"TF threads: intra-op {intra}, inter-op {inter} (0 = TF's default)")
 
+    from bench.common import make_dataset
     from dqn.agent import build_agent
-    from learner.train import make_dataset, make_train_fn
+    from learner.train import make_train_fn
 
     layers = tuple(int(n) for n in args.fc_layer_params.split(","))
     results: dict[str, float] = {}

@@ -112,8 +112,9 @@ def run_seed(seed: int, args: argparse.Namespace) -> dict:
     from dqn.config import LocalConfig
     from dqn.config_loading import resolve
     from dqn.envs import GymnasiumVectorEnvironment
-    from dqn.nstep import close_episode_ends
-    from dqn.weights import FlatWeights
+    from dqn.replay_layout.items import ItemShape
+    from dqn.replay_layout.unpack import close_episode_ends
+    from dqn.weights.flat import FlatWeights
     from evaluator.evaluate import make_episodes
 
     config = resolve(LocalConfig, flags={**args.flags, "seed": str(seed)}, environ={})
@@ -131,9 +132,10 @@ def run_seed(seed: int, args: argparse.Namespace) -> dict:
     collect = batched_actions(acting.agent.collect_policy, num_envs)
     episodes = make_episodes(dataclasses.replace(config, eval_episodes=10), learner)
     learner_weights = FlatWeights(learner.policy_variables)
-    run_past_episode_end = config.items_run_past_episode_end() and not args.observer_windows
-    ring = StepRing(config.replay_max_size, num_envs, env.observation_spec().shape, config.sequence_length(),
-                    run_past_episode_end, rng, config.item_envs())
+    shape = ItemShape.from_config(config)
+    run_past_episode_end = shape.run_past_episode_end and not args.observer_windows
+    ring = StepRing(config.replay_max_size, num_envs, env.observation_spec().shape, shape.sequence_length,
+                    run_past_episode_end, rng, shape.envs_per_item)
     env_steps_per_train_step = (config.batch_size / config.samples_per_insert if config.samples_per_insert
                                 else num_envs)
     if run_past_episode_end:  # what the learner's dataset does to these windows

@@ -77,7 +77,8 @@ def aggregate_rate(num_actors: int, seconds: float, num_envs: int | None) -> tup
 
     from dqn.agent import build_agent
     from dqn.config import ActorConfig
-    from dqn.weights import publish_weights
+    from dqn.replay_layout.items import ItemShape
+    from dqn.weights.wire import publish_weights
 
     root = tempfile.mkdtemp(prefix="bench-scaling-")
     with replay_server("--replay-max-size", "1000000", "--replay-min-size", "16") as (address, server_pid), \
@@ -103,7 +104,8 @@ def aggregate_rate(num_actors: int, seconds: float, num_envs: int | None) -> tup
             time.sleep(2.0)  # let the last actor to start reach its steady rate
             before, start = inserted(client), time.perf_counter()
             time.sleep(seconds)
-            rate = (inserted(client) - before) * config.item_envs() / (time.perf_counter() - start)
+            per_item = ItemShape.from_config(config).envs_per_item
+            rate = (inserted(client) - before) * per_item / (time.perf_counter() - start)
         finally:
             for actor in actors:
                 actor.terminate()
@@ -120,8 +122,9 @@ def bytes_per_transition(items: int, warmup_items: int) -> tuple[float, int, int
     import reverb
 
     from dqn.config import CommonConfig
+    from dqn.replay_layout.items import ItemShape
 
-    envs_per_item = CommonConfig().item_envs()  # the server's default layout, which fill_replay writes
+    envs_per_item = ItemShape.from_config(CommonConfig()).envs_per_item  # the server's default layout (fill_replay's)
     with replay_server("--replay-max-size", str(2 * (items + warmup_items)), "--replay-min-size", "16") as (
             address, server_pid):
         server = psutil.Process(server_pid)

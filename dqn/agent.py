@@ -1,4 +1,4 @@
-"""Agent construction from config: Q-network, DqnAgent, specs and Reverb table signatures.
+"""Agent construction from config: Q-network, DqnAgent, specs and the replay layout they fix.
 
 Every role calls `build_agent(config)` and gets identical variables and signatures, derived
 from the config alone (the env's spaces come from `gym.make`, not from another role's files).
@@ -20,13 +20,8 @@ from tf_agents.utils import common
 from dqn.config import CommonConfig
 from dqn.config_loading import ConfigError
 from dqn.envs import EnvOptions, env_specs
-from dqn.host import HostInput, HostOutput
-
-#: Keys of the single item in the `variables` table.
-POLICY_VARIABLES_KEY = "policy_variables"
-TRAIN_STEP_KEY = "train_step"
-#: Key in a replay item's `policy_info` of the actor's initial priority (initial_priority=td_error only).
-INITIAL_PRIORITY_KEY = "initial_priority"
+from dqn.graph_io import HostInput, HostOutput
+from dqn.replay_layout.layout import ReplayLayout
 
 
 @dataclasses.dataclass
@@ -39,10 +34,9 @@ class AgentBundle:
     train_step: tf.Variable
     epsilon: tf.Variable
     reward_threshold: float | None
-    sequence_length: int
     q_network: object
-    replay_data_spec: object  # one item's step: collect_data_spec (+ the actor's initial priority), or E envs' block
-    envs_per_item: int = 1  # > 1: replay items are [sequence_length, envs_per_item, ...] blocks
+    layout: ReplayLayout
+    replay_data_spec: object  # one step of one replay item (layout.item_step_spec of the collect_data_spec)
 
     @property
     def policy_variables(self) -> list[tf.Variable]:
@@ -151,15 +145,9 @@ def build_agent(config: CommonConfig) -> AgentBundle:
         train_step_counter=train_step,
     )
     agent.initialize()
-    replay_data_spec = agent.collect_data_spec
-    envs = config.item_envs()
-    if envs > 1:
-        replay_data_spec = tensor_spec.add_outer_dim(tensor_spec.from_spec(replay_data_spec), envs)
-    if config.actors_send_priorities():  # one priority per item step, also for a block (see actor/block_writer.py)
-        replay_data_spec = replay_data_spec._replace(
-            policy_info={INITIAL_PRIORITY_KEY: tf.TensorSpec((), tf.float32, name=INITIAL_PRIORITY_KEY)})
-    return AgentBundle(agent, time_step_spec, action_spec, train_step, epsilon, reward_threshold,
-                       config.sequence_length(), network, replay_data_spec, envs)
+    layout = ReplayLayout.from_config(config)
+    return AgentBundle(agent, time_step_spec, action_spec, train_step, epsilon, reward_threshold, network, layout,
+                       layout.item_step_spec(agent.collect_data_spec))
 
 
 def batched_actions(policy, batch_size: int | None = None) -> Callable[[ts.TimeStep], np.ndarray]:
@@ -199,9 +187,8 @@ def _feed_forward_actions(policy, observation_shape: tuple) -> Callable[[np.ndar
     """Observations of one batch shape -> actions, one graph call that takes and returns no tensor.
 
     Only the observation goes in: a feed-forward Q-network reads nothing else of the TimeStep, and converting
-    the three other arguments took ~0.15 ms of the actor's ~0.65 ms policy call at 64 envs. Observations and
-    actions move through `dqn.host` buffers: an observation argument and an action result kept ~106 B of the
-    actor's memory per step for good (Python 3.11 + TF 2.15, tensorflow/tensorflow#62551).
+    the three other arguments cost CPU on every call. Observations and actions move through `dqn.graph_io` buffers,
+    not as tensor arguments and results (see docs/design.md, "Python<->TF boundary and memory").
     """
     observations = HostInput(observation_shape, policy.time_step_spec.observation.dtype)
     actions = HostOutput(observation_shape[:1] + tuple(policy.action_spec.shape), policy.action_spec.dtype)
@@ -238,16 +225,3 @@ def batched_actions_and_q_values(policy, network) -> Callable[[ts.TimeStep], tup
         return action.numpy(), q_values.numpy()
 
     return act_and_q
-
-
-def replay_signature(bundle: AgentBundle) -> object:
-    """Signature of one replay item: `sequence_length` (n + 1) consecutive steps of one env, or of a block of envs."""
-    return tensor_spec.add_outer_dim(tensor_spec.from_spec(bundle.replay_data_spec), bundle.sequence_length)
-
-
-def variables_signature(bundle: AgentBundle) -> dict[str, object]:
-    """Signature of the single `variables` item: policy weights plus the train step they belong to."""
-    return {
-        POLICY_VARIABLES_KEY: [tf.TensorSpec(v.shape, v.dtype) for v in bundle.policy_variables],
-        TRAIN_STEP_KEY: tf.TensorSpec((), tf.int64),
-    }

@@ -13,10 +13,7 @@ import os
 
 from dqn.config_loading import ConfigError, setting
 from dqn.presets import PRESET_NAMES
-
-#: Items of the book's setup: 2 consecutive steps = one transition with its next observation (num_steps=2).
-#: With n-step returns items are longer: use `CommonConfig.sequence_length()`.
-SEQUENCE_LENGTH = 2
+from dqn.replay_layout.items import ItemShape, actors_compute_td_errors
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,15 +95,15 @@ class CommonConfig:
         if self.initial_priority == "td_error" and not self.prioritized_replay:
             raise ConfigError("initial_priority", "td_error needs prioritized_replay true (uniform sampling "
                                                   "ignores priorities); or leave it at auto")
-        if self.initial_priority == "td_error" and not self._actors_can_compute_td_errors():
+        if self.initial_priority == "td_error" and not actors_compute_td_errors(self):
             raise ConfigError("initial_priority", "td_error is computed for 1-step transitions of a feed-forward "
                                                   "Q-network: use n_step_update 1 and no lstm_size, or max/auto")
         if self.lstm_size is not None and self.envs_per_item > 1:
             raise ConfigError("envs_per_item", "must be 1 (or 0 = auto) with an RNN Q-network (lstm_size): its "
                                                "sequences are kept per env stream")
-        if self.replay_min_size < self.item_envs():
-            raise ConfigError("replay_min_size", f"must be >= envs_per_item ({self.item_envs()}): the table "
-                                                 "counts whole items")
+        envs = ItemShape.from_config(self).envs_per_item
+        if self.replay_min_size < envs:
+            raise ConfigError("replay_min_size", f"must be >= envs_per_item ({envs}): the table counts whole items")
         if self.lstm_size is not None and not self.lstm_size:
             raise ConfigError("lstm_size", "needs at least one LSTM size, e.g. 32; or none for no RNN")
         if self.conv_layer_params is not None and (not self.conv_layer_params or len(self.conv_layer_params) % 3):
@@ -117,36 +114,6 @@ class CommonConfig:
         """conv_layer_params as TF-Agents' (filters, kernel size, stride) tuples, or None for an MLP."""
         params = self.conv_layer_params
         return None if params is None else tuple(tuple(params[i:i + 3]) for i in range(0, len(params), 3))
-
-    def sequence_length(self) -> int:
-        """Steps per replay item and sampled sequence: n + 1, or train_sequence_length for an RNN.
-
-        The one place every role derives it from, so writers, tables and datasets always agree.
-        """
-        return self.train_sequence_length if self.lstm_size else self.n_step_update + 1
-
-    def item_envs(self) -> int:
-        """Envs per replay item (envs_per_item with auto resolved): 1 = per-env streams, > 1 = env blocks."""
-        if self.envs_per_item:
-            return self.envs_per_item
-        return 1 if self.lstm_size else 16
-
-    def replay_items(self, transitions: int) -> int:
-        """A count of transitions as whole replay items (rounded up), for table sizes and limiter thresholds."""
-        return -(-transitions // self.item_envs())
-
-    def items_run_past_episode_end(self) -> bool:
-        """n-step items start at every step of an episode and may reach into the next (see dqn/nstep.py)."""
-        return self.n_step_update > 1
-
-    def _actors_can_compute_td_errors(self) -> bool:
-        return self.lstm_size is None and self.n_step_update == 1
-
-    def actors_send_priorities(self) -> bool:
-        """Replay items carry the actor's initial priority in `policy_info` (see actor/td_priority.py)."""
-        if not self.prioritized_replay or self.initial_priority == "max":
-            return False
-        return self.initial_priority == "td_error" or self._actors_can_compute_td_errors()
 
     def path(self, *parts: str) -> str:
         """A path under the run directory."""
@@ -212,7 +179,7 @@ class LearnerConfig(CommonConfig):
             raise ConfigError("num_parallel_calls", f"must divide batch_size * train_steps_per_call ({total}) with "
                                                     "replay_dataset streams (each stream samples an equal share): "
                                                     "set it to 1, or pick a batch size it divides")
-        envs = self.item_envs()
+        envs = ItemShape.from_config(self).envs_per_item
         if total % envs:
             raise ConfigError("envs_per_item", f"must divide batch_size * train_steps_per_call ({total}): batches "
                                                f"are whole items of {envs} transitions; got {envs}")
@@ -234,10 +201,11 @@ class LearnerConfig(CommonConfig):
         """num_parallel_calls with auto (0) resolved for the input pipeline and replay layout."""
         if self.num_parallel_calls:
             return self.num_parallel_calls
-        items = max(1, self.batch_size * self.train_steps_per_call // self.item_envs())
+        envs = ItemShape.from_config(self).envs_per_item
+        items = max(1, self.batch_size * self.train_steps_per_call // envs)
         if self.replay_dataset == "as_dataset":
             return min(3, items)
-        return 2 if self.item_envs() == 1 and items % 2 == 0 else 1
+        return 2 if envs == 1 and items % 2 == 0 else 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -270,8 +238,9 @@ class ActorConfig(CommonConfig):
     def check(self) -> None:
         """Each replay item holds envs_per_item of this actor's envs."""
         super().check()
-        if self.num_envs % self.item_envs():
-            raise ConfigError("num_envs", f"must be a multiple of envs_per_item ({self.item_envs()}): each replay "
+        envs = ItemShape.from_config(self).envs_per_item
+        if self.num_envs % envs:
+            raise ConfigError("num_envs", f"must be a multiple of envs_per_item ({envs}): each replay "
                                           f"item holds that many envs' transitions; got {self.num_envs}. Pick "
                                           "another --num-envs, or --envs-per-item 1 for one item per env")
 

@@ -1,6 +1,6 @@
-"""Client-side replay layout: table names, bounded waits for the server, signature checks.
+"""Replay server clients: bounded waits for the server and the check that its tables match this role's layout.
 
-Weight publishing and pulling live in `dqn.weights`.
+What the tables hold is dqn/replay_layout/'s; weight publishing and pulling live in dqn/weights/.
 """
 
 from __future__ import annotations
@@ -10,13 +10,10 @@ from typing import Any
 
 import reverb
 
-from dqn.agent import AgentBundle, replay_signature, variables_signature
+from dqn.agent import AgentBundle
 from dqn.config import CommonConfig
 from dqn.errors import BadInput, ServiceError
-
-REPLAY_TABLE = "replay"
-VARIABLES_TABLE = "variables"
-
+from dqn.replay_layout.items import REPLAY_TABLE, VARIABLES_TABLE
 
 
 class ReplayUnreachable(ServiceError):
@@ -56,7 +53,7 @@ class SpecMismatch(BadInput):
 def check_table_matches(client: reverb.Client, bundle: AgentBundle, config: CommonConfig, role: str) -> None:
     """Refuses to work with tables whose signatures differ from ours: one bad writer poisons a table."""
     info = server_info(client, config.rpc_timeout_s)
-    for table, expected in ((REPLAY_TABLE, replay_signature(bundle)), (VARIABLES_TABLE, variables_signature(bundle))):
+    for table, expected in bundle.layout.signatures(bundle).items():
         if info[table].signature != expected:
             raise SpecMismatch(
                 f"the {table!r} table at {config.replay_address} was built for other specs than this {role} "

@@ -5,16 +5,15 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from dqn.host import HostInput
+from dqn.graph_io import HostInput
 
 
 class GraphScalars:
     """Writes a dict of scalars to a summary writer in one graph call.
 
-    Each eager `tf.summary.scalar` kept ~0.5 KB of a process's memory for good (Python 3.11 + TF 2.15,
-    tensorflow/tensorflow#62551): at ~400 SGD steps/s and a summary every 100 steps that alone grew the learner
-    ~4 MiB/min. One traced function per set of names reads the step and all values from a `HostInput`, so no
-    tensor crosses between Python and TF at all (passing them as two arguments still kept ~73 B per call).
+    Eager `tf.summary.scalar` calls keep memory for good (see docs/design.md, "Python<->TF boundary and memory").
+    One traced function per set of names reads the step and all values from a `HostInput`, so no tensor crosses
+    between Python and TF at all.
     """
 
     def __init__(self, writer):

@@ -17,7 +17,7 @@ import numpy as np
 from tf_agents.policies import policy_saver
 
 from dqn.export import export_policy
-from dqn.weights import FlatWeights
+from dqn.weights.flat import FlatWeights
 
 log = logging.getLogger("evaluator")
 

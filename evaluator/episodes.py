@@ -1,9 +1,8 @@
 """Greedy evaluation episodes, one per env, without a Python-to-TF call per env step.
 
-Why: on Python 3.11 + TF 2.15 every tensor handed to Python keeps a little memory for good
-(tensorflow/tensorflow#62551). An evaluation of 10 CartPole episodes made ~500 policy calls from Python,
-and the evaluator grew steadily over long runs. Two loops avoid it:
-- `HostGreedyEpisodes` (plain MLP Q-networks): the greedy policy runs in numpy (dqn/host_policy.py, the actors'
+Why: a policy call per env step from Python would hand tensors to Python, which keep memory for good
+(see docs/design.md, "Python<->TF boundary and memory"). Two loops avoid it:
+- `HostGreedyEpisodes` (plain MLP Q-networks): the greedy policy runs in numpy (dqn/numpy_policy.py, the actors'
   mirror), so no tensor exists at all. It costs a fraction of the graph loop's CPU per env step, CPU that the
   learner shares on a small machine.
 - `GreedyEpisodes` (any other network): the envs are stepped through TF-Agents' `TFPyEnvironment` (a
@@ -20,8 +19,8 @@ from tf_agents.environments import tf_py_environment
 from tf_agents.trajectories import time_step as ts
 
 from dqn.envs import GymnasiumVectorEnvironment
-from dqn.host_policy import HostEpsilonGreedy, HostQNetwork
-from dqn.weights import FlatWeights
+from dqn.numpy_policy import HostEpsilonGreedy, HostQNetwork
+from dqn.weights.flat import FlatWeights
 
 
 def greedy_episodes(policy, q_network, env: GymnasiumVectorEnvironment) -> GreedyEpisodes | HostGreedyEpisodes:

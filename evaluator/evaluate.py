@@ -22,7 +22,8 @@ from dqn.health import start_health
 from dqn.replay import check_table_matches, wait_for_server
 from dqn.runtime import StopSignal
 from dqn.summaries import GraphScalars
-from dqn.weights import FlatWeights, WeightsPuller
+from dqn.weights.flat import FlatWeights
+from dqn.weights.puller import WeightsPuller
 from evaluator.best import BestPolicy
 from evaluator.episodes import GreedyEpisodes, HostGreedyEpisodes, greedy_episodes
 

@@ -7,8 +7,9 @@ import time
 import reverb
 
 from dqn.health import check
-from dqn.replay import REPLAY_TABLE, VARIABLES_TABLE, server_info
-from dqn.weights import fetch_weights
+from dqn.replay import server_info
+from dqn.replay_layout.items import REPLAY_TABLE, VARIABLES_TABLE
+from dqn.weights.puller import fetch_weights
 
 
 def _counts(info) -> tuple[int, int]:

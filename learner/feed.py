@@ -4,11 +4,10 @@ A dataset iterator blocks while the replay server is down, and Python runs signa
 between bytecodes; iterating on a daemon thread keeps the main loop responsive to SIGTERM and able
 to report "no new data" while it waits.
 
-Why variables and not a queue of tensors: on Python 3.11, TensorFlow 2.15 leaks ~40 bytes for every tensor
-it hands back to Python (tensorflow/tensorflow#62551). A sampled batch is a dozen tensors, so a learner that took
-batches out of the iterator in Python grew ~0.5 MiB per 1,000 batches (bench/soak.py: 14.8 MiB/min at ~340 SGD
-steps/s). Here the thread copies each batch into one of two slots of variables inside a `tf.function`, and the train
-step reads the slot in-graph: no tensor crosses into Python per batch.
+Why variables and not a queue of tensors: every tensor handed to Python keeps memory for good
+(see docs/design.md, "Python<->TF boundary and memory"). Here the thread copies each batch into one of two
+slots of variables inside a `tf.function`, and the train step reads the slot in-graph: no tensor crosses into
+Python per batch.
 """
 
 from __future__ import annotations
@@ -56,8 +55,8 @@ class StagedBatches:
     def _stagers(self, iterator) -> list:
         """One graph function per slot that copies the iterator's next finished element into that slot.
 
-        The iterator is captured, not passed: an iterator argument costs ~0.16 ms of Python per call to match
-        its type (a /tmp probe: 0.47 vs 0.31 ms of CPU per staged batch). A rebuilt dataset gets new functions.
+        The iterator is captured, not passed: an iterator argument costs Python time on every call to match its
+        type. A rebuilt dataset gets new functions.
         """
         def stager(slot):
             @tf.function(autograph=False)

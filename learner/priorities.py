@@ -18,8 +18,8 @@ import numpy as np
 import reverb
 
 from dqn.config import LearnerConfig
+from dqn.deadline import CallTimeout, DeadlineCaller
 from dqn.priority import PriorityScale
-from dqn.weights import CallTimeout, DeadlineCaller
 
 log = logging.getLogger("learner")
 
@@ -35,13 +35,6 @@ def importance_weights(probability: np.ndarray, table_size: np.ndarray, beta: fl
     """w_i = (N * P_i)^-β / max_j w_j: corrects the bias of non-uniform sampling, scaled to at most 1."""
     weights = (np.maximum(table_size, 1) * np.maximum(probability, 1e-12)) ** -beta
     return (weights / weights.max()).astype(np.float32)
-
-
-def item_td_errors(td_errors: np.ndarray, envs_per_item: int) -> np.ndarray:
-    """One TD error per sampled item: a block item's is its largest |TD error| (rows i * E ... i * E + E - 1)."""
-    if envs_per_item == 1:
-        return td_errors
-    return np.abs(td_errors).reshape(-1, envs_per_item).max(axis=1)
 
 
 class PriorityUpdater:

@@ -1,7 +1,7 @@
 """Graph calls on the learner's staged batches (learner/feed.py): the train step and the batch's summary values.
 
 Each reads a slot's variables in-graph and returns nothing to Python, so no tensor crosses per SGD step or per
-summary (Python 3.11 + TF 2.15 keeps memory for every tensor that does, tensorflow/tensorflow#62551).
+summary (see docs/design.md, "Python<->TF boundary and memory").
 """
 
 from __future__ import annotations
@@ -10,14 +10,14 @@ import numpy as np
 import tensorflow as tf
 
 from dqn.agent import AgentBundle
-from dqn.host import HostInput, HostOutput
+from dqn.graph_io import HostInput, HostOutput
 
 
 class StagedTrainer:
     """The train step on a staged slot, read in-graph; the last loss stays in a variable (see learner/feed.py).
 
     Prioritized replay moves its per-step arrays (sample info out, importance weights in, TD errors out) through
-    `dqn.host` buffers, so even that path hands no tensor to Python.
+    `dqn.graph_io` buffers, so even that path hands no tensor to Python.
     """
 
     def __init__(self, train_fn, slots: list):
@@ -77,8 +77,7 @@ class StagedTrainer:
 class BatchStats:
     """The last loss and the mean max-Q of a staged batch, per slot, in one graph call that returns nothing.
 
-    The values come back through a `dqn.host.HostOutput`: returning them (or reading the loss variable eagerly) kept
-    ~95 B per summary for good on Python 3.11 + TF 2.15 (tensorflow/tensorflow#62551).
+    The values come back through a `dqn.graph_io.HostOutput`, not as returned tensors (see the module docstring).
     """
 
     def __init__(self, bundle: AgentBundle, batch_size: int, slots: list, loss: tf.Variable):

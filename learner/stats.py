@@ -7,7 +7,8 @@ import time
 
 import reverb
 
-from dqn.replay import REPLAY_TABLE, server_info
+from dqn.replay import server_info
+from dqn.replay_layout.items import REPLAY_TABLE
 
 log = logging.getLogger("learner")
 

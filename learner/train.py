@@ -1,11 +1,9 @@
-"""The learner process: Reverb samples -> DqnAgent.train, plus publishing and checkpoints.
+"""The learner process: sampled replay batches -> DqnAgent.train, plus periodic publishing, checkpoints and exports.
 
-The book's input is `ReverbReplayBuffer(...).as_dataset(sample_batch_size=64, num_steps=2, num_parallel_calls=3)
-.prefetch(3)`; it stays selectable (`--replay-dataset as_dataset`). The default reads Reverb streams that batch in
-C++, ~3x less learner CPU per item, and items that each hold a block of envs (actor/block_writer.py), unblocked
-into the same [batch, 2, ...] rows; batches reach the train step through variables (learner/feed.py).
-Weights + train step go to the `variables` table at start and every `publish_interval` steps;
-checkpoints every `checkpoint_interval` steps and on SIGTERM (restored on start).
+Batches come from the input pipeline (learner/dataset.py) through staged variables (learner/feed.py) and are
+unpacked by the replay layout (dqn/replay_layout/). Weights + train step go to the `variables` table at start and
+every `publish_interval` steps; checkpoints every `checkpoint_interval` steps and on SIGTERM (restored on start);
+each periodic job is a trigger (learner/triggers.py).
 """
 
 from __future__ import annotations
@@ -15,115 +13,30 @@ import os
 import time
 
 import numpy as np
-import reverb
 import tensorflow as tf
 from tf_agents.policies import policy_saver
-from tf_agents.replay_buffers import reverb_replay_buffer
 from tf_agents.utils import common
 
 from dqn.agent import AgentBundle, build_agent, epsilon_at
 from dqn.config import LearnerConfig
 from dqn.export import export_policy
 from dqn.health import start_health
-from dqn.nstep import close_episode_ends
 from dqn.progress import write_progress
-from dqn.replay import REPLAY_TABLE, check_table_matches, wait_for_server
+from dqn.replay import check_table_matches, wait_for_server
+from dqn.replay_layout.items import REPLAY_TABLE
 from dqn.runtime import StopSignal, release_free_heap
 from dqn.summaries import GraphScalars
-from dqn.weights import FlatWeights, WeightsPublisher
+from dqn.weights.flat import FlatWeights
+from dqn.weights.publisher import WeightsPublisher
 from learner.checkpoints import LearnerCheckpoints, guarded
+from learner.dataset import sample_dataset
 from learner.feed import StagedBatches
-from learner.priorities import PriorityUpdater, importance_beta, importance_weights, item_td_errors
+from learner.priorities import PriorityUpdater, importance_beta, importance_weights
 from learner.staged import BatchStats, StagedTrainer
 from learner.stats import ReplayRates
+from learner.triggers import IntervalTrigger
 
 log = logging.getLogger("learner")
-
-
-def make_dataset(config: LearnerConfig, bundle: AgentBundle) -> tf.data.Dataset:
-    """Batches of [batch_size * train_steps_per_call, n + 1, ...] with their sample info (one value per item).
-
-    With block items the info has one value per block of envs_per_item consecutive rows.
-    The iterator ends (not hangs) after no_data_timeout_s without a sample.
-    """
-    return sample_dataset(config, bundle).map(finish_batch(config, bundle))
-
-
-def sample_dataset(config: LearnerConfig, bundle: AgentBundle) -> tf.data.Dataset:
-    """The sampled items as Reverb returns them, prefetched: `finish_batch` turns one into what the agent trains on.
-
-    The learner's feed applies `finish_batch` inside its staging call rather than as a tf.data map: a map step
-    costs ~0.15 ms of learner CPU per batch on top of the same ops (bench/learner_throughput.py).
-    """
-    if config.replay_dataset == "as_dataset":
-        dataset = _book_dataset(config, bundle)
-    else:
-        dataset = _reverb_streams(config, bundle)
-    return dataset.prefetch(config.prefetch)
-
-
-def finish_batch(config: LearnerConfig, bundle: AgentBundle):
-    """A graph function (experience, info) -> (experience, info) of [batch, n + 1, ...] rows for `agent.train`."""
-    def finish(experience, info):
-        if config.actors_send_priorities():
-            # The actor's initial priority already did its work on the server; the agent's specs have no policy_info.
-            experience = experience._replace(policy_info=())
-        if bundle.envs_per_item > 1:
-            experience = tf.nest.map_structure(unblock, experience)
-        if config.items_run_past_episode_end():
-            experience = close_episode_ends(experience, config.gamma)
-        return experience, info
-
-    return finish
-
-
-def unblock(leaf: tf.Tensor) -> tf.Tensor:
-    """Block items [k, L, E, ...] -> [k * E, L, ...]: env e of item i becomes row i * E + e."""
-    moved = tf.transpose(leaf, [0, 2, 1, *range(3, leaf.shape.rank)])
-    return tf.reshape(moved, [-1, *moved.shape[2:]])
-
-
-def _book_dataset(config: LearnerConfig, bundle: AgentBundle) -> tf.data.Dataset:
-    """The book's `ReverbReplayBuffer.as_dataset`: one Reverb stream per batch slot (up to 32), an op per item."""
-    buffer = reverb_replay_buffer.ReverbReplayBuffer(
-        bundle.replay_data_spec, REPLAY_TABLE, sequence_length=config.sequence_length(),
-        server_address=config.replay_address, rate_limiter_timeout_ms=int(config.no_data_timeout_s * 1000))
-    items = config.batch_size * config.train_steps_per_call // bundle.envs_per_item
-    dataset = buffer.as_dataset(sample_batch_size=items,
-                                num_steps=config.sequence_length(), num_parallel_calls=config.parallel_calls())
-    # TF-Agents repeats each item's info along its steps; one value per item is what the learner uses.
-    return dataset.map(lambda experience, info: (experience, tf.nest.map_structure(lambda t: t[:, 0], info)))
-
-
-def _reverb_streams(config: LearnerConfig, bundle: AgentBundle) -> tf.data.Dataset:
-    """`parallel_calls()` Reverb TrajectoryDatasets, each batching its share of the batch in C++.
-
-    Per item this costs no tf.data map or interleave step, unlike `as_dataset` (bench/learner_throughput.py).
-    """
-    length = config.sequence_length()
-    spec = bundle.replay_data_spec
-    shapes = tf.nest.map_structure(lambda s: tf.TensorShape([length]).concatenate(s.shape), spec)
-    dtypes = tf.nest.map_structure(lambda s: s.dtype, spec)
-    total = config.batch_size * config.train_steps_per_call // bundle.envs_per_item  # items per batch
-    streams = config.parallel_calls()
-    share = total // streams
-
-    def stream(_) -> tf.data.Dataset:
-        return reverb.TrajectoryDataset(
-            config.replay_address, REPLAY_TABLE, dtypes, shapes, max_in_flight_samples_per_worker=2 * share,
-            num_workers_per_iterator=1, rate_limiter_timeout_ms=int(config.no_data_timeout_s * 1000),
-        ).batch(share, drop_remainder=True)
-
-    if streams == 1:
-        return stream(0).map(lambda sample: (sample.data, sample.info))
-    dataset = tf.data.Dataset.range(streams).interleave(stream, cycle_length=streams, num_parallel_calls=streams,
-                                                        deterministic=False)
-
-    def merge(sample):  # [streams, share, ...] -> [total, ...] items
-        flat = tf.nest.map_structure(lambda t: tf.reshape(t, [total, *t.shape[2:]]), sample)
-        return flat.data, flat.info
-
-    return dataset.batch(streams, drop_remainder=True).map(merge)
 
 
 def make_train_fn(bundle: AgentBundle, batch_size: int, steps_per_call: int):
@@ -157,9 +70,31 @@ def make_train_fn(bundle: AgentBundle, batch_size: int, steps_per_call: int):
     return train_many
 
 
-def crossed(before: int, after: int, interval: int) -> bool:
-    """True if a multiple of `interval` lies in (before, after] (steps advance by train_steps_per_call)."""
-    return after // interval > before // interval
+class _Summaries:
+    """The summaries trigger's work: rates since the last summary, replay stats and the batch of `slot`."""
+
+    def __init__(self, learner: Learner, rates: ReplayRates, batch_stats: BatchStats, publisher: WeightsPublisher):
+        self._learner = learner
+        self._rates = rates
+        self._batch_stats = batch_stats
+        self._publisher = publisher
+        self._last = (time.monotonic(), learner.step)
+        self.slot = 0  # the staged slot trained on last: its batch gives loss and mean Q
+
+    def write(self, step: int) -> None:
+        """Scalars and the progress file at train step `step`; warns when actors stopped inserting."""
+        learner, config = self._learner, self._learner.config
+        now = time.monotonic()
+        last_time, last_step = self._last
+        sgd_rate = (step - last_step) / max(now - last_time, 1e-9)
+        self._last = (now, step)
+        replay = self._rates.measure()
+        guarded("summaries", learner.write_summaries, step, self._batch_stats.measure(self.slot), sgd_rate, replay,
+                self._publisher)
+        stalled = replay.get("seconds_since_insert", 0.0)
+        if stalled >= config.no_data_timeout_s and time.monotonic() - learner.last_warning >= config.no_data_timeout_s:
+            learner.last_warning = time.monotonic()
+            log.warning("no new data inserted for %.0f s (actors stopped?); training on stored data", stalled)
 
 
 class Learner:
@@ -168,6 +103,7 @@ class Learner:
     def __init__(self, config: LearnerConfig):
         self.config = config
         self.bundle = build_agent(config)
+        self.layout = self.bundle.layout
         self.summary_dir = config.path("learner")
         self.checkpoints = LearnerCheckpoints(os.path.join(self.summary_dir, "checkpoints"), max_to_keep=3,
                                               agent=self.bundle.agent, train_step=self.bundle.train_step)
@@ -177,6 +113,7 @@ class Learner:
         self.priorities: PriorityUpdater | None = None
         self.policy_saver: policy_saver.PolicySaver | None = None  # made at the first export, then reused
         self.policy_weights = FlatWeights(self.bundle.policy_variables)
+        self.last_warning = 0.0  # when "no new data" was last logged (at most every no_data_timeout_s)
 
     @property
     def step(self) -> int:
@@ -194,11 +131,50 @@ class Learner:
         # Freed heap of sampled batches stays in RSS otherwise (trimming cut the dataset's growth by ~25 %).
         release_free_heap()
 
+    def export(self, step: int) -> None:
+        """Exports the greedy policy as a SavedModel under <root_dir>/learner/policy."""
+        if self.policy_saver is None:
+            self.policy_saver = policy_saver.PolicySaver(self.bundle.agent.policy, batch_size=None)
+        guarded("policy export", export_policy, self.policy_saver, os.path.join(self.summary_dir, "policy"), step)
+
     def run(self) -> int:
         """Trains until max_train_steps or a stop signal; always checkpoints and publishes on the way out."""
         config = self.config
         stop = StopSignal()
         health = start_health(config.health_port, "learner")
+        client, publisher = self._connect()
+        health.set(True)
+        feed = StagedBatches(lambda: sample_dataset(config, self.bundle), self.layout.finish_batch())
+        trainer = StagedTrainer(self.train, feed.slots)
+        if config.prioritized_replay:
+            self.priorities = PriorityUpdater(config.replay_address, REPLAY_TABLE, config.rpc_timeout_s)
+        summaries = _Summaries(self, ReplayRates(client, config.rpc_timeout_s, self.layout.transitions_per_item),
+                               BatchStats(self.bundle, config.batch_size, feed.slots, trainer.loss), publisher)
+        step = self.step  # tracked locally: each train call advances the counter by exactly train_steps_per_call
+        triggers = [IntervalTrigger(config.publish_interval, lambda at: self.publish(publisher, at), step),
+                    IntervalTrigger(config.checkpoint_interval, lambda _: self.save(), step),
+                    IntervalTrigger(config.export_interval, self.export, step),
+                    IntervalTrigger(config.summary_interval, summaries.write, step)]
+        while step < config.max_train_steps and not stop.requested:
+            index = feed.get(timeout_s=1.0)
+            if index is None:
+                self._report_no_data(step, time.monotonic() - feed.idle_since)
+                continue
+            self._train_step(trainer, index, step)
+            step += config.train_steps_per_call
+            summaries.slot = index
+            for trigger in triggers:
+                trigger(step)
+            feed.release(index)  # after the summaries, which read the slot's experience
+        log.info("stopping at train step %d (%s)", self.step, stop.signal_name or "max_train_steps reached")
+        feed.close()
+        self._finish(publisher, health)
+        health.stop()
+        return 0
+
+    def _connect(self) -> tuple:
+        """(replay client, weights publisher) once the server answers with matching tables; first weights out."""
+        config = self.config
         client = wait_for_server(config.replay_address, wait_s=config.connect_timeout_s,
                                  call_timeout_s=config.rpc_timeout_s)
         check_table_matches(client, self.bundle, config, role="learner")
@@ -206,62 +182,33 @@ class Learner:
         self.publish(publisher, self.step)
         log.info("learner starting at train step %d (max %d); replay at %s", self.step, config.max_train_steps,
                  config.replay_address)
-        health.set(True)
-        rates = ReplayRates(client, config.rpc_timeout_s, transitions_per_item=self.bundle.envs_per_item)
-        feed = StagedBatches(lambda: sample_dataset(config, self.bundle), finish_batch(config, self.bundle))
-        trainer = StagedTrainer(self.train, feed.slots)
-        batch_stats = BatchStats(self.bundle, self.config.batch_size, feed.slots, trainer.loss)
-        if config.prioritized_replay:
-            self.priorities = PriorityUpdater(config.replay_address, REPLAY_TABLE, config.rpc_timeout_s)
-        last_time, last_step = time.monotonic(), self.step
-        last_warning = 0.0
-        step = self.step  # tracked locally: each train call advances the counter by exactly train_steps_per_call
-        while step < config.max_train_steps and not stop.requested:
-            index = feed.get(timeout_s=1.0)
-            if index is None:
-                waited = time.monotonic() - feed.idle_since
-                if waited >= config.no_data_timeout_s and time.monotonic() - last_warning >= config.no_data_timeout_s:
-                    last_warning = time.monotonic()
-                    log.warning("no new data for %.0f s (replay below min size, actors stopped, or replay server "
-                                "unreachable); waiting", waited)
-                    guarded("summaries", self.scalars.write, step, {"replay/seconds_without_data": waited})
-                    guarded("progress file", write_progress, self.summary_dir, train_step=step,
-                            sgd_steps_per_sec=0.0, status=f"no new data for {waited:.0f} s")
-                continue
-            before = step
-            if self.priorities is None:
-                trainer.train(index)
-            else:
-                envs = self.bundle.envs_per_item
-                sample_info = trainer.sample_info(index)
-                weights = importance_weights(sample_info.probability, sample_info.table_size,
-                                             importance_beta(config, step))
-                td_errors = trainer.train_weighted(index, np.repeat(weights, envs))  # one weight per transition
-                self.priorities.submit(sample_info.key, item_td_errors(td_errors, envs))
-            step = before + config.train_steps_per_call
-            if crossed(before, step, config.publish_interval):
-                self.publish(publisher, step)
-            if crossed(before, step, config.checkpoint_interval):
-                self.save()
-            if config.export_interval and crossed(before, step, config.export_interval):
-                if self.policy_saver is None:
-                    self.policy_saver = policy_saver.PolicySaver(self.bundle.agent.policy, batch_size=None)
-                guarded("policy export", export_policy, self.policy_saver, os.path.join(self.summary_dir, "policy"),
-                        step)
-            if crossed(before, step, config.summary_interval):
-                now = time.monotonic()
-                sgd_rate = (step - last_step) / max(now - last_time, 1e-9)
-                last_time, last_step = now, step
-                replay = rates.measure()
-                guarded("summaries", self.write_summaries, step, batch_stats.measure(index), sgd_rate, replay,
-                        publisher)
-                stalled = replay.get("seconds_since_insert", 0.0)
-                if stalled >= config.no_data_timeout_s and time.monotonic() - last_warning >= config.no_data_timeout_s:
-                    last_warning = time.monotonic()
-                    log.warning("no new data inserted for %.0f s (actors stopped?); training on stored data", stalled)
-            feed.release(index)  # after the summaries, which read the slot's experience
-        log.info("stopping at train step %d (%s)", self.step, stop.signal_name or "max_train_steps reached")
-        feed.close()
+        return client, publisher
+
+    def _train_step(self, trainer: StagedTrainer, index: int, step: int) -> None:
+        """train_steps_per_call SGD steps on staged slot `index`; with prioritized replay, new priorities out."""
+        if self.priorities is None:
+            trainer.train(index)
+            return
+        sample_info = trainer.sample_info(index)
+        weights = importance_weights(sample_info.probability, sample_info.table_size,
+                                     importance_beta(self.config, step))
+        rows = np.repeat(weights, self.layout.transitions_per_item)  # one weight per transition
+        self.priorities.submit(sample_info.key, self.layout.item_td_errors(trainer.train_weighted(index, rows)))
+
+    def _report_no_data(self, step: int, waited: float) -> None:
+        """Logs, records and reports a wait for data, at most every no_data_timeout_s."""
+        timeout = self.config.no_data_timeout_s
+        if waited >= timeout and time.monotonic() - self.last_warning >= timeout:
+            self.last_warning = time.monotonic()
+            log.warning("no new data for %.0f s (replay below min size, actors stopped, or replay server "
+                        "unreachable); waiting", waited)
+            guarded("summaries", self.scalars.write, step, {"replay/seconds_without_data": waited})
+            guarded("progress file", write_progress, self.summary_dir, train_step=step, sgd_steps_per_sec=0.0,
+                    status=f"no new data for {waited:.0f} s")
+
+    def _finish(self, publisher: WeightsPublisher, health) -> None:
+        """The way out: pending priorities sent, not serving, a final checkpoint and publication, progress done."""
+        config = self.config
         if self.priorities is not None:
             self.priorities.wait_idle(config.rpc_timeout_s)
             self.priorities.close()
@@ -273,8 +220,6 @@ class Learner:
         guarded("progress file", write_progress, self.summary_dir, train_step=self.step, sgd_steps_per_sec=0.0,
                 done=True)
         guarded("summaries", self.writer.flush)
-        health.stop()
-        return 0
 
     def write_summaries(self, step: int, loss_and_mean_q: tuple[float, float], sgd_rate: float, replay: dict,
                         publisher) -> None:

@@ -20,11 +20,12 @@ from dqn.config import ReplayServerConfig
 from dqn.errors import BadInput, ServiceError
 from dqn.health import start_health
 from dqn.progress import write_progress
-from dqn.replay import REPLAY_TABLE, VARIABLES_TABLE, server_info
+from dqn.replay import server_info
+from dqn.replay_layout.items import REPLAY_TABLE, VARIABLES_TABLE, ItemShape
 from dqn.runtime import StopSignal, ensure_port_free, free_space, release_free_heap
 from dqn.summaries import GraphScalars
 from replay_server.recovery import complete_checkpoints, quarantine, remove_partial_checkpoints, unreadable_files
-from replay_server.tables import make_tables, table_mismatches
+from replay_server.tables import table_mismatches
 
 log = logging.getLogger("replay-server")
 
@@ -48,7 +49,7 @@ def start_reverb(config: ReplayServerConfig) -> tuple[reverb.Server, list[reverb
     checkpoint_dir = config.resolved_checkpoint_dir()
     os.makedirs(checkpoint_dir, exist_ok=True)
     while True:
-        tables = make_tables(config, bundle)
+        tables = bundle.layout.make_tables(bundle)
         checkpointer = reverb.checkpointers.DefaultCheckpointer(path=checkpoint_dir)
         try:
             return reverb.Server(tables=tables, port=config.port, checkpointer=checkpointer), tables
@@ -185,8 +186,9 @@ def serve(config: ReplayServerConfig) -> int:
             "the restored replay checkpoint does not match the config: " + "; ".join(mismatches) +
             f". Start with the checkpoint's settings, or move {config.resolved_checkpoint_dir()} aside "
             "to start with an empty buffer.")
+    envs_per_item = ItemShape.from_config(config).envs_per_item
     log.info("replay server on port %d (checkpoints in %s; replay items of %d env(s) each); restored %s",
-             server.port, config.resolved_checkpoint_dir(), config.item_envs(), format_stats(info))
+             server.port, config.resolved_checkpoint_dir(), envs_per_item, format_stats(info))
     health = start_health(config.health_port, "replay-server")
     health.set(True)
     scheduler = CheckpointScheduler(client, config, stop, health)

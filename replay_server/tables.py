@@ -1,57 +1,10 @@
-"""The two Reverb tables, built from config, and the check that a restored table still matches it."""
+"""The check that a table restored from a checkpoint still matches the configured one (dqn/replay_layout/ builds it)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import reverb
-
-from dqn.agent import AgentBundle, replay_signature, variables_signature
-from dqn.config import CommonConfig
-from dqn.replay import REPLAY_TABLE, VARIABLES_TABLE
-
-
-def replay_rate_limiter(config: CommonConfig) -> reverb.rate_limiters.RateLimiter:
-    """MinSize, or SampleToInsertRatio when samples_per_insert > 0 (keeps actors and learner in step).
-
-    Counted in items; with block items every item holds envs_per_item transitions, so samples per insert
-    means the same per transition.
-    """
-    min_items = config.replay_items(config.replay_min_size)
-    if config.samples_per_insert <= 0:
-        return reverb.rate_limiters.MinSize(min_items)
-    spi = config.samples_per_insert
-    # Reverb needs the allowed window to hold at least 2 * max(1, spi) or it can deadlock.
-    error_buffer = max(config.samples_per_insert_tolerance * min_items * spi, 2.0 * max(1.0, spi))
-    return reverb.rate_limiters.SampleToInsertRatio(spi, min_items, error_buffer)
-
-
-def replay_sampler(config: CommonConfig) -> reverb.selectors.KeyDistributionOptions:
-    """Uniform (the book), or Prioritized(alpha) for prioritized replay."""
-    if config.prioritized_replay:
-        return reverb.selectors.Prioritized(config.priority_exponent)
-    return reverb.selectors.Uniform()
-
-
-def make_tables(config: CommonConfig, bundle: AgentBundle) -> list[reverb.Table]:
-    """`replay` (uniform or prioritized sampling, FIFO removal, signature) and `variables` (latest weights)."""
-    replay = reverb.Table(
-        name=REPLAY_TABLE,
-        sampler=replay_sampler(config),
-        remover=reverb.selectors.Fifo(),
-        max_size=config.replay_items(config.replay_max_size),
-        rate_limiter=replay_rate_limiter(config),
-        signature=replay_signature(bundle),
-    )
-    variables = reverb.Table(
-        name=VARIABLES_TABLE,
-        sampler=reverb.selectors.Uniform(),
-        remover=reverb.selectors.Fifo(),
-        max_size=1,
-        rate_limiter=reverb.rate_limiters.MinSize(1),
-        signature=variables_signature(bundle),
-    )
-    return [replay, variables]
 
 
 def table_mismatches(expected: list[reverb.Table], running: dict[str, Any]) -> list[str]:

@@ -1,4 +1,5 @@
-"""Helpers several tests share: batched env steps, reading and filling a real replay server, replaying a policy."""
+"""Helpers several tests share: batched env steps, reading and filling a real replay server, the learner's
+batches, replaying a policy."""
 
 from __future__ import annotations
 
@@ -46,12 +47,13 @@ def fill_replay(address: str, num_transitions: int, num_envs: int = 16, envs_per
     import numpy as np
     import reverb
 
-    from actor.block_writer import BlockStreams
-    from actor.writer import TrajectoryStreams
     from dqn.config import CommonConfig
     from dqn.envs import GymnasiumVectorEnvironment
+    from dqn.replay_layout.env_block_writer import BlockStreams
+    from dqn.replay_layout.env_stream_writer import TrajectoryStreams
+    from dqn.replay_layout.items import ItemShape
 
-    envs = CommonConfig().item_envs() if envs_per_item is None else envs_per_item
+    envs = ItemShape.from_config(CommonConfig()).envs_per_item if envs_per_item is None else envs_per_item
     env = GymnasiumVectorEnvironment("CartPole-v1", num_envs, seed=seed)
     client = reverb.Client(address)
     streams = BlockStreams(client, num_envs, envs) if envs > 1 else TrajectoryStreams(client, num_envs)
@@ -66,6 +68,16 @@ def fill_replay(address: str, num_transitions: int, num_envs: int = 16, envs_per
     streams.close(timeout_ms=120_000)
     env.close()
     return streams.items_created
+
+
+def make_dataset(config, bundle):
+    """The learner's batches as a dataset: [batch, L, ...] rows as trained on, with one sample info per item.
+
+    The learner applies the same `finish_batch` inside its feed's staging call (learner/feed.py) instead of a map.
+    """
+    from learner.dataset import sample_dataset
+
+    return sample_dataset(config, bundle).map(bundle.layout.finish_batch())
 
 
 def greedy_returns(policy_dir: str, env_id: str, episodes: int, seed: int):

@@ -5,7 +5,7 @@ import json
 import pytest
 import reverb
 
-from dqn.replay import REPLAY_TABLE
+from dqn.replay_layout.items import REPLAY_TABLE
 from tests.conftest import wait_until
 
 pytestmark = pytest.mark.integration

@@ -8,8 +8,9 @@ import reverb
 import tree
 from tf_agents.trajectories import time_step as ts
 
-from actor.block_writer import BlockStreams
-from actor.writer import ENVS_PER_WRITER, TrajectoryStreams
+from dqn.replay_layout.env_block_writer import BlockStreams
+from dqn.replay_layout.env_stream_writer import TrajectoryStreams
+from dqn.replay_layout.writing import ENVS_PER_WRITER
 from tests.helpers import collect_steps, fill_replay, read_all_items
 
 pytestmark = pytest.mark.integration
@@ -117,7 +118,7 @@ def test_learner_unblocks_items_into_rows_paired_with_their_key_and_masks_bounda
     """The learner's batch rows i*E..i*E+E-1 are item i's envs; DqnAgent gives boundary rows no TD error."""
     from dqn.agent import build_agent
     from dqn.config import LearnerConfig
-    from learner.train import make_dataset
+    from tests.helpers import make_dataset
 
     envs = 4
     server = replay_server_factory("--samples-per-insert", "0", "--replay-min-size", "40", "--envs-per-item", str(envs))
@@ -146,8 +147,9 @@ def test_learner_feed_stages_the_same_rows_as_the_dataset_gives(replay_server_fa
     """The feed finishes batches inside its staging call (learner/feed.py): each item's rows equal make_dataset's."""
     from dqn.agent import build_agent
     from dqn.config import LearnerConfig
+    from learner.dataset import sample_dataset
     from learner.feed import StagedBatches
-    from learner.train import finish_batch, make_dataset, sample_dataset
+    from tests.helpers import make_dataset
 
     envs = 4
     server = replay_server_factory("--samples-per-insert", "0", "--replay-min-size", "40", "--envs-per-item", str(envs))
@@ -160,7 +162,7 @@ def test_learner_feed_stages_the_same_rows_as_the_dataset_gives(replay_server_fa
         experience, info = next(iterator)
         observations = experience.observation.numpy().reshape(32 // envs, envs, 2, 4)
         rows_by_key.update(zip(info.key.numpy().tolist(), observations, strict=True))
-    feed = StagedBatches(lambda: sample_dataset(config, bundle), finish_batch(config, bundle))
+    feed = StagedBatches(lambda: sample_dataset(config, bundle), bundle.layout.finish_batch())
     matched = 0
     try:
         for _ in range(20):

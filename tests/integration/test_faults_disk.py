@@ -8,7 +8,7 @@ import reverb
 
 from dqn.health import check
 from dqn.progress import read_progress
-from dqn.replay import REPLAY_TABLE
+from dqn.replay_layout.items import REPLAY_TABLE
 from replay_server.recovery import complete_checkpoints
 from tests.conftest import run_cli, wait_until
 from tests.events import read_scalars

@@ -8,7 +8,7 @@ import time
 import pytest
 import reverb
 
-from dqn.replay import REPLAY_TABLE
+from dqn.replay_layout.items import REPLAY_TABLE
 from replay_server.recovery import complete_checkpoints
 from tests.conftest import run_cli, wait_until
 from tests.helpers import fill_replay

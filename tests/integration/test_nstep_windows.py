@@ -13,8 +13,8 @@ import tree
 from tf_agents.trajectories import time_step as ts
 from tf_agents.trajectories import trajectory
 
-from actor.writer import TrajectoryStreams
-from dqn.nstep import close_episode_ends
+from dqn.replay_layout.env_stream_writer import TrajectoryStreams
+from dqn.replay_layout.unpack import close_episode_ends
 from tests.helpers import NUM_ENVS, collect_steps, read_all_items
 
 pytestmark = pytest.mark.integration

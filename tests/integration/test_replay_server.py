@@ -9,10 +9,10 @@ from tf_agents.policies import random_py_policy
 from tf_agents.replay_buffers import reverb_replay_buffer, reverb_utils
 
 from bench.single_env import GymnasiumEnvironment
-from dqn.agent import build_agent, replay_signature, variables_signature
+from dqn.agent import build_agent
 from dqn.config import CommonConfig
-from dqn.replay import REPLAY_TABLE, VARIABLES_TABLE
-from dqn.weights import publish_weights
+from dqn.replay_layout.items import REPLAY_TABLE, VARIABLES_TABLE
+from dqn.weights.wire import publish_weights
 from tests.conftest import health_status, run_cli
 
 pytestmark = pytest.mark.integration
@@ -64,7 +64,7 @@ def test_learner_dataset_pairs_each_key_with_its_item(replay_server_factory, pip
     import dataclasses
 
     from dqn.config import LearnerConfig
-    from learner.train import make_dataset
+    from tests.helpers import make_dataset
 
     server = replay_server_factory(*NO_LIMITER, *PER_ENV_ITEMS, "--replay-min-size", "10")
     write_with_tf_agents_observer(server.address, steps=300)
@@ -87,8 +87,9 @@ def test_signatures_are_identical_in_every_process(replay_server_factory):
     server = replay_server_factory(*NO_LIMITER)
     bundle = build_agent(CommonConfig())  # built here, in the test process, from config alone
     info = reverb.Client(server.address).server_info(timeout=10)
-    assert info[REPLAY_TABLE].signature == replay_signature(bundle)
-    assert info[VARIABLES_TABLE].signature == variables_signature(bundle)
+    signatures = bundle.layout.signatures(bundle)
+    assert info[REPLAY_TABLE].signature == signatures[REPLAY_TABLE]
+    assert info[VARIABLES_TABLE].signature == signatures[VARIABLES_TABLE]
     # A publish with this process's variables is accepted by the server's signature.
     publish_weights(reverb.Client(server.address), [v.numpy() for v in bundle.policy_variables], 5)
     assert table_size(server.address, VARIABLES_TABLE) == 1

@@ -14,8 +14,8 @@ import reverb
 
 from dqn.config import LearnerConfig
 from dqn.progress import read_progress
-from dqn.replay import REPLAY_TABLE
-from dqn.weights import fetch_weights, weights_digest
+from dqn.replay_layout.items import REPLAY_TABLE
+from dqn.weights.puller import fetch_weights
 from tests.conftest import REPO, free_port, health_status, run_cli, wait_until
 from tests.events import read_scalars
 
@@ -95,10 +95,11 @@ def test_actors_insert_learner_trains_publishes_evaluator_reports(spawn, replay_
 
     restored = Learner(LearnerConfig(root_dir=str(root), replay_address=server.address, fc_layer_params=(32,)))
     assert restored.step == final_step  # the SIGTERM checkpoint holds exactly the final step
-    learner_digest = weights_digest([v.numpy() for v in restored.bundle.policy_variables])
-    assert published.digest() == learner_digest
-    for i in range(2):
-        assert progress(root, f"actor-{i}")["weights_digest"] == learner_digest
+    # The published weights are exactly the checkpoint's; the actors hold the item of that train step (above),
+    # and the learner published no other after it.
+    learner_weights = [v.numpy() for v in restored.bundle.policy_variables]
+    assert len(published.variables) == len(learner_weights)
+    assert all(np.array_equal(ours, theirs) for ours, theirs in zip(published.variables, learner_weights, strict=True))
 
     for name in ("actor-0", "actor-1", "evaluator"):
         assert roles[name].terminate() == 0, roles[name].log()[-2000:]

@@ -5,9 +5,8 @@ import pytest
 import reverb
 import tensorflow as tf
 
-from dqn.agent import INITIAL_PRIORITY_KEY
 from dqn.priority import MIN_PRIORITY
-from dqn.replay import REPLAY_TABLE
+from dqn.replay_layout.items import INITIAL_PRIORITY_KEY, REPLAY_TABLE
 from tests.conftest import run_cli, wait_until
 
 pytestmark = pytest.mark.integration
@@ -35,7 +34,8 @@ def test_n_step_items_hold_n_plus_one_steps_and_learner_trains(system_factory, a
     samples = sample_items(system.server.address, 20)
     for sample in samples:
         # n + 1 = 4 steps of a block of 4 envs (the tests' envs_per_item) of CartPole's 4-vector. Windows may run
-        # past an episode end (dqn/nstep.py); per-env windows are checked in test_nstep_windows/test_block_items.
+        # past an episode end (dqn/replay_layout/unpack.py); per-env windows are checked in test_nstep_windows and
+        # test_block_items.
         assert sample.data.observation.shape == (4, 4, 4)
     assert system.roles["learner"].terminate() == 0
     assert system.roles["actor-0"].terminate() == 0

@@ -8,7 +8,7 @@ from tf_agents.replay_buffers import reverb_utils
 from tf_agents.trajectories import policy_step, trajectory
 from tf_agents.trajectories import time_step as ts
 
-from actor.writer import TrajectoryStreams
+from dqn.replay_layout.env_stream_writer import TrajectoryStreams
 from tests.helpers import NUM_ENVS, collect_steps, read_all_items
 
 pytestmark = pytest.mark.integration
@@ -66,8 +66,8 @@ def test_no_item_spans_two_episodes(server):
 
 
 def test_bad_batches_are_refused_before_sending(server):
-    from actor.writer import InvalidItem
     from dqn.envs import env_specs
+    from dqn.replay_layout.writing import InvalidItem
 
     observation_spec, action_spec, _ = env_specs("CartPole-v1")
     writer = TrajectoryStreams(server, NUM_ENVS, table="ours", observation_spec=observation_spec,

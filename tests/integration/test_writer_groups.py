@@ -7,8 +7,9 @@ import tree
 from tf_agents.replay_buffers import reverb_utils
 from tf_agents.trajectories import policy_step, trajectory
 
-from actor.writer import ENVS_PER_WRITER, TrajectoryStreams
 from dqn.envs import GymnasiumVectorEnvironment
+from dqn.replay_layout.env_stream_writer import TrajectoryStreams
+from dqn.replay_layout.writing import ENVS_PER_WRITER
 from tests.helpers import read_all_items
 
 pytestmark = pytest.mark.integration

@@ -106,22 +106,28 @@ def test_malformed_config_file(tmp_path):
 
 def test_initial_priority_auto_is_the_actors_td_error_where_it_applies():
     from dqn.config import CommonConfig
+    from dqn.replay_layout.items import actors_send_priorities
 
-    assert not CommonConfig().actors_send_priorities()  # uniform replay: no priorities at all
-    assert CommonConfig(prioritized_replay=True).actors_send_priorities()
-    assert not CommonConfig(prioritized_replay=True, initial_priority="max").actors_send_priorities()
-    assert not CommonConfig(prioritized_replay=True, n_step_update=3).actors_send_priorities()  # auto -> max
-    assert not CommonConfig(prioritized_replay=True, lstm_size=(8,)).actors_send_priorities()
+    assert not actors_send_priorities(CommonConfig())  # uniform replay: no priorities at all
+    assert actors_send_priorities(CommonConfig(prioritized_replay=True))
+    assert not actors_send_priorities(CommonConfig(prioritized_replay=True, initial_priority="max"))
+    assert not actors_send_priorities(CommonConfig(prioritized_replay=True, n_step_update=3))  # auto -> max
+    assert not actors_send_priorities(CommonConfig(prioritized_replay=True, lstm_size=(8,)))
 
 
 def test_actor_envs_must_fill_whole_blocks_and_auto_picks_per_env_items_for_an_rnn():
     with pytest.raises(ConfigError, match="must be a multiple of envs_per_item \\(16\\).*--envs-per-item 1") as error:
         resolve(ActorConfig, environ={}, flags={"num_envs": "24"})
     assert error.value.field_name == "num_envs"
-    assert resolve(ActorConfig, environ={}, flags={"num_envs": "24", "envs_per_item": "8"}).item_envs() == 8
-    assert resolve(ActorConfig, environ={}, flags={"num_envs": "6", "lstm_size": "8"}).item_envs() == 1
-    config = resolve(LearnerConfig, environ={}, flags={})
-    assert config.item_envs() == 16 and config.replay_items(100_000) == 6250 and config.replay_items(1000) == 63
+    from dqn.replay_layout.items import ItemShape
+
+    def shape(role, **flags):
+        return ItemShape.from_config(resolve(role, environ={}, flags=flags))
+
+    assert shape(ActorConfig, num_envs="24", envs_per_item="8").envs_per_item == 8
+    assert shape(ActorConfig, num_envs="6", lstm_size="8").envs_per_item == 1
+    default = shape(LearnerConfig)
+    assert default.envs_per_item == 16 and default.items(100_000) == 6250 and default.items(1000) == 63
 
 
 def test_learner_threads_auto_is_one_per_op_and_four_inter_op_on_two_cores_tf_default_on_more():

@@ -6,13 +6,13 @@ import reverb
 from tf_agents.trajectories import time_step as ts
 
 import tests.flaky_env  # noqa: F401 - registers the flaky envs
-from actor.block_writer import BlockStreams
 from actor.collect import drop_faulted
-from actor.writer import TrajectoryStreams
 from dqn.env_faults import EnvFailed
 from dqn.envs import GymnasiumVectorEnvironment
 from dqn.progress import EpisodeStats
-from dqn.replay import REPLAY_TABLE
+from dqn.replay_layout.env_block_writer import BlockStreams
+from dqn.replay_layout.env_stream_writer import TrajectoryStreams
+from dqn.replay_layout.items import REPLAY_TABLE
 
 FLAKY = "FlakyCartPole-v0"
 

@@ -8,7 +8,7 @@ from tf_agents.trajectories import time_step as ts
 from dqn.agent import batched_actions, build_agent
 from dqn.config import EvaluatorConfig
 from dqn.envs import GymnasiumVectorEnvironment
-from dqn.weights import FlatWeights
+from dqn.weights.flat import FlatWeights
 from evaluator.episodes import GreedyEpisodes, HostGreedyEpisodes, greedy_episodes
 
 

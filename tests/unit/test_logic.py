@@ -9,7 +9,7 @@ from dqn.agent import epsilon_at
 from dqn.config import ActorConfig, CommonConfig
 from dqn.progress import EpisodeStats
 from launcher.local import solves
-from learner.train import crossed
+from learner.triggers import IntervalTrigger
 
 
 def test_epsilon_decays_linearly_with_train_step():
@@ -30,8 +30,21 @@ def test_apex_epsilon_ladder():
 @pytest.mark.parametrize("before, after, interval, expected", [
     (0, 1, 100, False), (99, 100, 100, True), (96, 104, 100, True), (100, 104, 100, False), (0, 250, 100, True),
 ])
-def test_crossed(before, after, interval, expected):
-    assert crossed(before, after, interval) is expected
+def test_interval_trigger_fires_when_a_multiple_lies_in_the_steps_just_trained(before, after, interval, expected):
+    fired = []
+    trigger = IntervalTrigger(interval, fired.append, start_step=before)
+    assert trigger(after) is expected
+    assert fired == ([after] if expected else [])
+
+
+def test_interval_trigger_tracks_its_last_step_and_zero_never_fires():
+    fired = []
+    trigger = IntervalTrigger(100, fired.append)
+    for step in range(8, 408, 8):  # train calls of 8 steps: one firing per multiple of 100 passed
+        trigger(step)
+    assert fired == [104, 200, 304, 400]
+    never = IntervalTrigger(0, fired.append)
+    assert not any(never(step) for step in range(0, 1000, 10))
 
 
 def test_a_run_is_solved_by_an_evaluation_of_trained_weights_at_the_target():
@@ -103,10 +116,10 @@ def test_actor_td_priorities_follow_the_one_step_td_error():
 
 
 def test_sequence_length_follows_n_step():
-    from dqn.config import CommonConfig
+    from dqn.replay_layout.items import ItemShape
 
-    assert CommonConfig().sequence_length() == 2
-    assert CommonConfig(n_step_update=3).sequence_length() == 4
+    assert ItemShape.from_config(CommonConfig()).sequence_length == 2
+    assert ItemShape.from_config(CommonConfig(n_step_update=3)).sequence_length == 4
 
 
 def test_rnn_policy_state_resets_at_episode_start_per_env():
@@ -136,7 +149,9 @@ def test_rnn_with_n_step_is_refused():
 
     with pytest.raises(ConfigError, match="--n-step-update .* must be 1 with an RNN"):
         CommonConfig(lstm_size=(8,), n_step_update=3).check()
-    assert CommonConfig(lstm_size=(8,), train_sequence_length=6).sequence_length() == 6
+    from dqn.replay_layout.items import ItemShape
+
+    assert ItemShape.from_config(CommonConfig(lstm_size=(8,), train_sequence_length=6)).sequence_length == 6
 
 
 def test_plain_dqn_by_default_double_dqn_on_request():
@@ -151,8 +166,7 @@ def test_plain_dqn_by_default_double_dqn_on_request():
 def test_unblock_puts_item_i_env_e_at_row_i_times_e_and_item_td_error_is_the_block_max():
     import tensorflow as tf
 
-    from learner.priorities import item_td_errors
-    from learner.train import unblock
+    from dqn.replay_layout.unpack import item_td_errors, unblock
 
     # 2 items of 3 steps x 2 envs x 1 value, each value encoding (item, step, env).
     blocks = np.array([[[[100 * i + 10 * t + e] for e in range(2)] for t in range(3)] for i in range(2)])

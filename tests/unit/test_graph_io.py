@@ -1,4 +1,4 @@
-"""Values moved through dqn.host buffers: graph calls see each new input and publish each new result."""
+"""Values moved through dqn.graph_io buffers: graph calls see each new input and publish each new result."""
 
 import numpy as np
 import pytest
@@ -6,9 +6,9 @@ import tensorflow as tf
 
 from dqn.agent import build_agent
 from dqn.config import LearnerConfig
-from dqn.host import HostInput, HostOutput
+from dqn.graph_io import HostInput, HostOutput
 from dqn.summaries import GraphScalars
-from dqn.weights import FlatWeights
+from dqn.weights.flat import FlatWeights
 from learner.staged import BatchStats, StagedTrainer
 from tests.events import read_scalars
 

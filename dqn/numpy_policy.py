@@ -1,8 +1,8 @@
 """The collect policy of an MLP Q-network, run in numpy on the caller's thread (the actor's "host" inference).
 
-Why: on our 2-core VMs every `tf.function` call costs ~0.24 ms before its first op runs (the hand-off to
-TF's executor threads and back), and the actor's collect policy took ~0.58 ms per call at 32 envs. The same
-forward pass of the default 4-256-256-2 MLP is ~0.1 ms in numpy (README Performance). The layers, their
+Why: every `tf.function` call pays a fixed hand-off to TF's executor threads and back before its first op runs,
+which dominates a small MLP's forward pass; the same pass in numpy is several times cheaper on a small CPU
+(bench/actor_throughput.py compares both; figures in docs/performance.md). The layers, their
 order and their activations are read from the TF-Agents `QNetwork` itself (with the observation-scaling
 `Rescaling` layer, dqn/agent.py), and `HostQNetwork.mirror` checks its Q-values against the network's on a probe
 batch; any network it cannot mirror exactly (conv, RNN, other preprocessing layers, other activations) keeps the

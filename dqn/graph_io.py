@@ -1,10 +1,9 @@
 """Moving numpy values in and out of graph functions without creating EagerTensors.
 
-On Python 3.11 with TF 2.15, every EagerTensor handed to or returned from a `tf.function` keeps ~48 B of the
-process's memory for good (tensorflow/tensorflow#62551). A role that does so a few times a second for days grows
-without bound. Inside a graph, `tf.numpy_function` hands plain numpy arrays to Python and back, so a graph function
-that takes no arguments and returns nothing, pulling its inputs from a `HostInput` and pushing its results to a
-`HostOutput`, keeps nothing (measured: 0 B per call against 48 B for an argument or a result, 30,000 calls each).
+Tensors passed between Python and TF keep memory for good on Python 3.11 + TF 2.15
+(see docs/design.md, "Python<->TF boundary and memory"). Inside a graph, `tf.numpy_function` hands plain
+numpy arrays to Python and back, so a graph function that takes no arguments and returns nothing, pulling its
+inputs from a `HostInput` and pushing its results to a `HostOutput`, creates no such tensor.
 
 Neither class is thread-safe: one caller sets, calls the graph function, then reads.
 """

@@ -1,13 +1,13 @@
-"""Replay items that hold a block of envs: the same n + 1 steps of E envs in one [n + 1, E, ...] item.
+"""The env-block writer (the default): the same n + 1 steps of a block of E envs in one [n + 1, E, ...] item.
 
 Reverb's cost is per item: a learner sampling 2-step items of one env each spends ~23 us of CPU per
 transition inside `TrajectoryDataset`, four times its whole SGD step at batch 256 (bench/learner_throughput.py).
 A block of E envs' transitions at the same time steps costs about the same per item, so E = 16 cuts the
 learner's input cost ~10x and the actor's writes (one append per step for all envs) with it.
 
-What changes against per-env streams (actor/writer.py): every window of n + 1 steps becomes an item, also
+What changes against per-env streams (env_stream_writer.py): every window of n + 1 steps becomes an item, also
 the ones starting on an env's boundary step (LAST -> FIRST). DqnAgent masks those itself: its loss keeps only
-transitions whose first step is not LAST (`valid_mask`), and dqn/nstep.py closes windows that run past an
+transitions whose first step is not LAST (`valid_mask`), and unpack.py closes windows that run past an
 episode end. Sampling, priorities and FIFO removal act on whole blocks: an actor-sent initial priority is
 the largest of the block's envs' priorities.
 """
@@ -19,19 +19,21 @@ import reverb
 from reverb import structured_writer
 from tf_agents.trajectories import time_step as ts
 
-from actor.writer import (
+from dqn.replay_layout.items import REPLAY_TABLE
+from dqn.replay_layout.writing import (
     ENVS_PER_WRITER,
+    TRAJECTORY_FIELDS,
     InvalidItem,
     check_batch,
     chunk_keeper_config,
     close_writers,
     item_configs,
+    priority_slot_fields,
     wait_for_writers,
 )
-from dqn.replay import REPLAY_TABLE
 
-_TRAJECTORY_FIELDS = 6
-_PRIORITY_SLOTS = (6, 7)
+#: A block has no column of its own: its priority slots follow the Trajectory fields.
+_PRIORITY_FIELDS = priority_slot_fields(TRAJECTORY_FIELDS)
 
 
 def _block_configs(num_blocks: int, table: str, length: int, send_priorities: bool) -> list:
@@ -39,16 +41,16 @@ def _block_configs(num_blocks: int, table: str, length: int, send_priorities: bo
 
     Block b's item is the last `length` steps of its six Trajectory columns, made on every step once
     `length` steps exist. With `send_priorities` (2-step items only) two scalar slots per block carry the
-    item's priority (actor.writer.item_configs explains the alternation); the item carries its slot as
+    item's priority (writing.item_configs explains the alternation); the item carries its slot as
     policy_info["initial_priority"] ([L], one value per step for the whole block).
     """
-    fields = _TRAJECTORY_FIELDS + (len(_PRIORITY_SLOTS) if send_priorities else 0)
+    fields = _PRIORITY_FIELDS[-1] + 1 if send_priorities else TRAJECTORY_FIELDS
     step = [None] * (fields * num_blocks)
     ref = structured_writer.create_reference_step(step)
     full = structured_writer.Condition.step_index() >= length - 1
     configs = []
     for b in range(num_blocks):
-        slots = [slot * num_blocks + b for slot in _PRIORITY_SLOTS] if send_priorities else None
+        slots = [slot * num_blocks + b for slot in _PRIORITY_FIELDS] if send_priorities else None
         configs += item_configs(step, ref, lambda field, b=b: field * num_blocks + b, table, length, full, slots)
     return [*configs, chunk_keeper_config(ref, table, length)]
 
@@ -56,7 +58,7 @@ def _block_configs(num_blocks: int, table: str, length: int, send_priorities: bo
 class BlockStreams:
     """Writes a batch of N env steps per call as N / E block streams (items of sequence_length steps of E envs).
 
-    Same interface as `actor.writer.TrajectoryStreams`; with specs given, every batch is checked first.
+    Same interface as `env_stream_writer.TrajectoryStreams`; with specs given, every batch is checked first.
     """
 
     def __init__(self, client: reverb.Client, num_envs: int, envs_per_item: int, table: str = REPLAY_TABLE,

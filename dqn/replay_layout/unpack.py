@@ -1,8 +1,12 @@
-"""n-step replay windows that reach past an episode's end, and the learner-side fix that makes them exact.
+"""The learner side of the layout: a sampled batch back into [batch, steps, ...] rows for `agent.train`.
 
-TF-Agents' observer makes an item only from n + 1 steps of one episode, so the last n - 1 states of every
-episode never start an item, yet earlier items bootstrap from them: their Q-values are never trained and,
-in CartPole, grew without bound (bench/learning_sim.py: mean Q 2.8e5 after 3,000 steps with n = 3).
+Block items [k, L, E, ...] become k * E rows (`unblock`); one TD error per item goes back as its priority
+(`item_td_errors`); n-step windows that reach past an episode's end are closed (`close_episode_ends`).
+
+Why n-step windows run past episode ends: TF-Agents' observer makes an item only from n + 1 steps of one
+episode, so the last n - 1 states of every episode never start an item, yet earlier items bootstrap from them:
+their Q-values are never trained and, in CartPole, grew without bound (bench/learning_sim.py with
+--observer-windows and n = 3).
 Our actors therefore write every window of n + 1 steps that *starts* inside an episode (never on its
 boundary step LAST -> FIRST), and may run into the next episode. Before training, `close_episode_ends`
 rewrites each window from its first boundary step on, so the n-step target stops exactly at the episode end.
@@ -10,9 +14,40 @@ rewrites each window from its first boundary step on, so the n-step target stops
 
 from __future__ import annotations
 
+import numpy as np
 import tensorflow as tf
 from tf_agents.trajectories import time_step as ts
 from tf_agents.trajectories import trajectory
+
+from dqn.replay_layout.items import ItemShape
+
+
+def finish_batch(shape: ItemShape, gamma: float):
+    """A graph function (experience, info) -> (experience, info) of [batch, L, ...] rows for `agent.train`."""
+    def finish(experience, info):
+        if shape.actors_send_priorities:
+            # The actor's initial priority already did its work on the server; the agent's specs have no policy_info.
+            experience = experience._replace(policy_info=())
+        if shape.envs_per_item > 1:
+            experience = tf.nest.map_structure(unblock, experience)
+        if shape.run_past_episode_end:
+            experience = close_episode_ends(experience, gamma)
+        return experience, info
+
+    return finish
+
+
+def unblock(leaf: tf.Tensor) -> tf.Tensor:
+    """Block items [k, L, E, ...] -> [k * E, L, ...]: env e of item i becomes row i * E + e."""
+    moved = tf.transpose(leaf, [0, 2, 1, *range(3, leaf.shape.rank)])
+    return tf.reshape(moved, [-1, *moved.shape[2:]])
+
+
+def item_td_errors(td_errors: np.ndarray, envs_per_item: int) -> np.ndarray:
+    """One TD error per sampled item: a block item's is its largest |TD error| (rows i * E ... i * E + E - 1)."""
+    if envs_per_item == 1:
+        return td_errors
+    return np.abs(td_errors).reshape(-1, envs_per_item).max(axis=1)
 
 
 def close_episode_ends(experience: trajectory.Trajectory, gamma: float) -> trajectory.Trajectory:

@@ -8,7 +8,7 @@ from tf_agents.trajectories import time_step as ts
 
 from dqn.agent import batched_actions, build_agent
 from dqn.config import ActorConfig
-from dqn.host_policy import HostEpsilonGreedy, HostQNetwork
+from dqn.numpy_policy import HostEpsilonGreedy, HostQNetwork
 
 
 def random_weights(bundle, seed: int) -> list[np.ndarray]:

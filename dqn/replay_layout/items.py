@@ -1,0 +1,61 @@
+"""The replay item format in numbers and names: no TensorFlow here (dqn/config.py's checks read it).
+
+One replay item is `sequence_length` consecutive steps (n + 1 for n-step returns, train_sequence_length for an
+RNN) of either one env (`envs_per_item` 1) or the same steps of a block of envs ([L, E, ...]). Reverb counts
+items, so table sizes and limiter thresholds given in transitions become item counts here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+#: The two Reverb tables every role agrees on.
+REPLAY_TABLE = "replay"
+VARIABLES_TABLE = "variables"
+#: Keys of the single item in the `variables` table.
+POLICY_VARIABLES_KEY = "policy_variables"
+TRAIN_STEP_KEY = "train_step"
+#: Key in a replay item's `policy_info` of the actor's initial priority (see `actors_send_priorities`).
+INITIAL_PRIORITY_KEY = "initial_priority"
+#: envs_per_item 0 (auto) resolves to this without an RNN: Reverb's per-item cost paid once per 16 transitions.
+AUTO_ENVS_PER_ITEM = 16
+
+
+@dataclasses.dataclass(frozen=True)
+class ItemShape:
+    """Steps and envs per replay item and what the item carries, derived from the settings alone."""
+
+    sequence_length: int
+    envs_per_item: int
+    run_past_episode_end: bool
+    actors_send_priorities: bool
+
+    @classmethod
+    def from_config(cls, config) -> ItemShape:
+        """The shape for a `CommonConfig` (any role's config)."""
+        return cls(sequence_length=config.train_sequence_length if config.lstm_size else config.n_step_update + 1,
+                   envs_per_item=config.envs_per_item or (1 if config.lstm_size else AUTO_ENVS_PER_ITEM),
+                   # n-step items start at every step of an episode and may reach into the next (see unpack.py).
+                   run_past_episode_end=config.n_step_update > 1,
+                   actors_send_priorities=actors_send_priorities(config))
+
+    @property
+    def transitions_per_item(self) -> int:
+        """Transitions one item trains on (learner rows per item); replay figures are reported in these."""
+        return self.envs_per_item
+
+    def items(self, transitions: int) -> int:
+        """A count of transitions as whole items (rounded up), for table sizes and limiter thresholds."""
+        return -(-transitions // self.envs_per_item)
+
+
+def actors_compute_td_errors(config) -> bool:
+    """Actors can compute their own TD errors for 1-step transitions of a feed-forward Q-network only."""
+    return config.lstm_size is None and config.n_step_update == 1
+
+
+def actors_send_priorities(config) -> bool:
+    """Replay items carry the actor's initial priority in `policy_info` (see actor/td_priority.py)."""
+    if not config.prioritized_replay or config.initial_priority == "max":
+        return False
+    return config.initial_priority == "td_error" or actors_compute_td_errors(config)

@@ -1,0 +1,83 @@
+"""Item signatures and the two Reverb tables built from them (the replay server serves what this makes)."""
+
+from __future__ import annotations
+
+import reverb
+import tensorflow as tf
+from tf_agents.specs import tensor_spec
+
+from dqn.replay_layout.items import (
+    INITIAL_PRIORITY_KEY,
+    POLICY_VARIABLES_KEY,
+    REPLAY_TABLE,
+    TRAIN_STEP_KEY,
+    VARIABLES_TABLE,
+    ItemShape,
+)
+
+
+def item_step_spec(shape: ItemShape, collect_data_spec) -> object:
+    """One step of one replay item: the agent's collect_data_spec, [E, ...] for a block, + the actor's priority."""
+    spec = collect_data_spec
+    if shape.envs_per_item > 1:
+        spec = tensor_spec.add_outer_dim(tensor_spec.from_spec(spec), shape.envs_per_item)
+    if shape.actors_send_priorities:  # one priority per item step, also for a block (see env_block_writer.py)
+        spec = spec._replace(
+            policy_info={INITIAL_PRIORITY_KEY: tf.TensorSpec((), tf.float32, name=INITIAL_PRIORITY_KEY)})
+    return spec
+
+
+def replay_signature(shape: ItemShape, step_spec) -> object:
+    """Signature of one replay item: `sequence_length` consecutive steps of one env, or of a block of envs."""
+    return tensor_spec.add_outer_dim(tensor_spec.from_spec(step_spec), shape.sequence_length)
+
+
+def variables_signature(policy_variables: list) -> dict[str, object]:
+    """Signature of the single `variables` item: policy weights plus the train step they belong to."""
+    return {
+        POLICY_VARIABLES_KEY: [tf.TensorSpec(v.shape, v.dtype) for v in policy_variables],
+        TRAIN_STEP_KEY: tf.TensorSpec((), tf.int64),
+    }
+
+
+def replay_rate_limiter(config, shape: ItemShape) -> reverb.rate_limiters.RateLimiter:
+    """MinSize, or SampleToInsertRatio when samples_per_insert > 0 (keeps actors and learner in step).
+
+    Counted in items; with block items every item holds envs_per_item transitions, so samples per insert
+    means the same per transition.
+    """
+    min_items = shape.items(config.replay_min_size)
+    if config.samples_per_insert <= 0:
+        return reverb.rate_limiters.MinSize(min_items)
+    spi = config.samples_per_insert
+    # Reverb needs the allowed window to hold at least 2 * max(1, spi) or it can deadlock.
+    error_buffer = max(config.samples_per_insert_tolerance * min_items * spi, 2.0 * max(1.0, spi))
+    return reverb.rate_limiters.SampleToInsertRatio(spi, min_items, error_buffer)
+
+
+def replay_sampler(config) -> reverb.selectors.KeyDistributionOptions:
+    """Uniform (the book), or Prioritized(alpha) for prioritized replay."""
+    if config.prioritized_replay:
+        return reverb.selectors.Prioritized(config.priority_exponent)
+    return reverb.selectors.Uniform()
+
+
+def make_tables(config, shape: ItemShape, replay_item_signature, variables_item_signature) -> list[reverb.Table]:
+    """`replay` (uniform or prioritized sampling, FIFO removal, signature) and `variables` (latest weights)."""
+    replay = reverb.Table(
+        name=REPLAY_TABLE,
+        sampler=replay_sampler(config),
+        remover=reverb.selectors.Fifo(),
+        max_size=shape.items(config.replay_max_size),
+        rate_limiter=replay_rate_limiter(config, shape),
+        signature=replay_item_signature,
+    )
+    variables = reverb.Table(
+        name=VARIABLES_TABLE,
+        sampler=reverb.selectors.Uniform(),
+        remover=reverb.selectors.Fifo(),
+        max_size=1,
+        rate_limiter=reverb.rate_limiters.MinSize(1),
+        signature=variables_item_signature,
+    )
+    return [replay, variables]

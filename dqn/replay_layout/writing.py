@@ -1,0 +1,142 @@
+"""What both actor-side writers share: StructuredWriter item patterns, batch checks, backpressure and close.
+
+Both writers append one flat step per group of streams (a stream is one env, or one block of envs) and let
+Reverb's StructuredWriter make the items in C++ from patterns and conditions. A stream's columns in the flat
+step are column-major (field by field, stream by stream): first the 6 Trajectory fields, then each writer's own
+columns, then with actor priorities the `PRIORITY_SLOTS` (see `item_configs` for why there are two).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import time
+
+import numpy as np
+import reverb
+from reverb import structured_writer
+from tf_agents.trajectories import trajectory
+
+from dqn.replay_layout.items import INITIAL_PRIORITY_KEY
+
+#: Streams per StructuredWriter (see env_stream_writer.TrajectoryStreams.__init__ for why groups stay this small).
+ENVS_PER_WRITER = 8
+#: Unconfirmed items one writer may hold before the actor waits, whatever max_pending_items * its streams is:
+#: Reverb logs "pending items is alarmingly high" on every append once a writer holds ~50 (measured), and
+#: up to ENVS_PER_WRITER items join between two waits.
+MAX_PENDING_PER_WRITER = 32
+#: Steps a chunk may span. StructuredWriter sizes its chunks by its longest pattern (here 2 steps): chunks that
+#: short cost the replay server ~4.5 KB per CartPole transition; 8-step chunks ~2.5 KB (bench/scaling.py).
+CHUNK_STEPS = 8
+#: Trajectory fields at the start of every stream's columns: step_type, observation, action, next_step_type,
+#: reward, discount (policy_info is not appended: it is empty, or the priority slots).
+TRAJECTORY_FIELDS = 6
+#: Priority columns per stream when actors send priorities: two, because adjacent 2-step items share a step
+#: (`item_configs`).
+PRIORITY_SLOTS = 2
+
+
+def priority_slot_fields(first: int) -> list[int]:
+    """The field numbers of a stream's priority slots when they follow `first` fields of other columns."""
+    return list(range(first, first + PRIORITY_SLOTS))
+
+
+class InvalidItem(ValueError):
+    """A step that does not match the table's specs: refused before anything is sent."""
+
+
+def item_configs(step: list, ref, column, table: str, length: int, made, slots: list[int] | None = None,
+                 priority: float = 1.0) -> list:
+    """Configs that make one stream's item, a Trajectory of its last `length` steps, whenever `made` holds.
+
+    `column(field)` is the flat position of the stream's Trajectory field. Without `slots` the item enters at
+    the constant `priority`. With two slot positions (2-step items only) it enters at the actor's priority,
+    through Reverb's td_error priority function, which takes the max of a column over the item's steps. Adjacent
+    items share a step, so one column cannot hold a value per item: items starting on even steps read slot 0
+    and items starting on odd steps slot 1. Each slot is 0 at an item's first step and the item's priority at
+    its second, so the max is exactly that priority. The item carries its slot as policy_info (the function
+    reads the item's own columns).
+    """
+    leaf = [ref[column(field)][-length:] for field in range(TRAJECTORY_FIELDS)]
+
+    def item(policy_info):
+        return trajectory.Trajectory(step_type=leaf[0], observation=leaf[1], action=leaf[2], policy_info=policy_info,
+                                     next_step_type=leaf[3], reward=leaf[4], discount=leaf[5])
+
+    if slots is None:
+        return [structured_writer.create_config(item(()), table, conditions=[made],
+                                                priority=structured_writer.constant_priority_fn(priority))]
+    return [structured_writer.create_config(
+        item({INITIAL_PRIORITY_KEY: ref[slot][-length:]}), table,
+        # Made at step k, the item starts at k - 1: its start parity is (k + 1) % 2.
+        conditions=[made, structured_writer.Condition.step_index() % 2 == (parity + 1) % 2],
+        # max_priority_weight 1: the priority is the slot's max over the item's two steps.
+        priority=structured_writer.td_error(1.0, step, lambda flat, slot=slot: flat[slot]))
+        for parity, slot in enumerate(slots)]
+
+
+def chunk_keeper_config(ref, table: str, length: int):
+    """A pattern that never fires (step_index < 0), only to keep CHUNK_STEPS steps alive per column.
+
+    The writer may then build chunks that long; the backpressure flush still finalizes chunks early when it must.
+    """
+    return structured_writer.create_config(
+        [ref[0][-max(CHUNK_STEPS, length):]], table, conditions=[structured_writer.Condition.step_index() < 0])
+
+
+def check_batch(observation: np.ndarray, action: np.ndarray, num_envs: int, observation_spec, action_spec) -> None:
+    """Vectorized checks of one batch of env steps: observation dtype/shape, action dtype/range, finiteness.
+
+    A spec of None skips its check. Raises InvalidItem before anything is sent.
+    """
+    if observation_spec is not None:
+        expected = (num_envs, *observation_spec.shape)
+        if observation.dtype != observation_spec.dtype or observation.shape != expected:
+            raise InvalidItem(f"observation batch {observation.dtype}{observation.shape} does not match the "
+                              f"table's {observation_spec.dtype}{expected}")
+        if observation.dtype.kind == "f" and not np.isfinite(observation).all():
+            raise InvalidItem("observation batch contains NaN or infinity")
+    if action_spec is not None:
+        if action.dtype != action_spec.dtype or action.shape != (num_envs,):
+            raise InvalidItem(f"action batch {action.dtype}{action.shape} does not match {action_spec.dtype}")
+        if action.min() < action_spec.minimum or action.max() > action_spec.maximum:
+            raise InvalidItem(f"actions outside [{action_spec.minimum}, {action_spec.maximum}]: {action}")
+
+
+def close_writers(writers: list, timeout_ms: int) -> None:
+    """Flushes what it can within one overall deadline, then lets go of the writers.
+
+    Items still unconfirmed then (e.g. held back by the rate limiter after the learner stopped)
+    are dropped: they were never stored, so nothing stored is lost.
+    """
+    deadline = time.monotonic() + timeout_ms / 1000
+    confirmed = False
+    try:
+        for writer in writers:
+            remaining_ms = int((deadline - time.monotonic()) * 1000)
+            if remaining_ms <= 0:
+                break
+            writer.flush(timeout_ms=remaining_ms)
+        else:
+            confirmed = True
+    except reverb.errors.DeadlineExceededError:
+        pass
+    finally:
+        # A StructuredWriter has no close(), and freeing one that still holds unconfirmed items waits for them
+        # forever with the GIL held (Reverb 0.14): such writers are kept alive on purpose, never freed, even at
+        # exit; the process's exit drops their connections. Writers with everything confirmed are freed.
+        if not confirmed:
+            for writer in writers:
+                ctypes.pythonapi.Py_IncRef(ctypes.py_object(writer))
+
+
+def wait_for_writers(writers: list, pending_items: list[int], timeout_ms: int) -> bool:
+    """Waits until each writer holds at most its number of unconfirmed items; False if the deadline passed.
+
+    A writer's number is capped at MAX_PENDING_PER_WRITER.
+    """
+    try:
+        for writer, pending in zip(writers, pending_items, strict=True):
+            writer.flush(block_until_num_items=min(pending, MAX_PENDING_PER_WRITER), timeout_ms=timeout_ms)
+    except reverb.errors.DeadlineExceededError:
+        return False
+    return True

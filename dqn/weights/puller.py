@@ -1,0 +1,101 @@
+"""The readers' side (actors, evaluator, status): the latest published weights, fetched without blocking."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+import reverb
+
+from dqn.deadline import CallTimeout, DeadlineCaller
+from dqn.replay import server_info
+from dqn.replay_layout.items import VARIABLES_TABLE
+from dqn.weights.wire import PublishedWeights, sample_weights
+
+log = logging.getLogger(__name__)
+
+
+class WeightsPuller:
+    """Fetches the latest published weights on a daemon thread; the caller never blocks.
+
+    `latest()` returns the newest weights not yet handed out (or None). `status` says what the
+    puller is doing ("waiting for first weights", "replay unreachable", "ok").
+    """
+
+    def __init__(self, address: str, timeout_s: float, min_interval_s: float = 0.5):
+        self._address = address
+        self._timeout_s = timeout_s
+        self._min_interval_s = min_interval_s
+        self._wanted = threading.Event()
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._latest: PublishedWeights | None = None
+        self._last_step = -1
+        self.status = "waiting for first weights"
+        self.failures = 0
+        threading.Thread(target=self._run, name="weights-puller", daemon=True).start()
+        self._wanted.set()
+
+    def request(self) -> None:
+        """Asks for a refresh; returns immediately."""
+        self._wanted.set()
+
+    def latest(self) -> PublishedWeights | None:
+        """Newest weights fetched since the last call, or None."""
+        with self._lock:
+            weights, self._latest = self._latest, None
+        return weights
+
+    def close(self) -> None:
+        """Stops the thread (a call stuck in Reverb is abandoned with its daemon thread)."""
+        self._stop.set()
+        self._wanted.set()
+
+    def _fetch(self, client: reverb.Client) -> PublishedWeights | None:
+        if server_info(client, self._timeout_s)[VARIABLES_TABLE].current_size == 0:
+            return None
+        return sample_weights(client)
+
+    def _run(self) -> None:
+        caller, client = DeadlineCaller(), reverb.Client(self._address)
+        while not self._stop.is_set():
+            self._wanted.wait()
+            self._wanted.clear()
+            if self._stop.is_set():
+                return
+            try:
+                weights = caller.call(lambda c=client: self._fetch(c), self._timeout_s)
+            except Exception as error:  # noqa: BLE001 - any failure keeps the current weights and retries
+                self.failures += 1
+                self.status = "replay unreachable"
+                if isinstance(error, CallTimeout):
+                    client = reverb.Client(self._address)
+                log.warning("weight refresh from %s failed (%s); keeping current weights", self._address, error)
+                self._wanted.set()
+            else:
+                if weights is None:
+                    self.status = "waiting for first weights"
+                    self._wanted.set()  # keep polling until the learner publishes
+                else:
+                    self.status = "ok"
+                    if weights.train_step != self._last_step:
+                        self._last_step = weights.train_step
+                        with self._lock:
+                            self._latest = weights
+            self._stop.wait(self._min_interval_s)
+
+
+def fetch_weights(address: str, timeout_s: float) -> PublishedWeights | None:
+    """The currently published weights, or None if there are none within `timeout_s` (never hangs)."""
+    puller = WeightsPuller(address, timeout_s)
+    deadline = time.monotonic() + timeout_s
+    try:
+        while time.monotonic() < deadline:
+            weights = puller.latest()
+            if weights is not None:
+                return weights
+            time.sleep(0.05)
+        return None
+    finally:
+        puller.close()
