@@ -345,6 +345,12 @@ class EvaluatorConfig(CommonConfig):
     eval_interval: int = setting(100, "train steps between evaluations (10 greedy CartPole episodes cost ~0.3 s in "
                                       "one batched env; frequent evals catch the first solving policy)", ge=1)
     eval_episodes: int = setting(10, "greedy episodes per evaluation", ge=1)
+    eval_epsilon: float | None = setting(
+        None, "evaluation policy's random-action probability; none = auto: 0.05 for Atari ids (Nature DQN), "
+              "0 (greedy) otherwise", ge=0, le=1)
+    eval_max_episode_steps: int = setting(
+        0, "cap on an evaluation episode in agent steps; 0 = auto: 18,000 frames / atari_frame_skip for Atari ids "
+           "(Nature DQN's 5 minutes), else as training (max_episode_steps)", ge=0)
     poll_interval_s: float = setting(0.5, "seconds between checks for newer weights", gt=0)
     health_port: int = setting(0, "port of the grpc.health.v1 service; 0 disables it", ge=0, le=65535)
 
