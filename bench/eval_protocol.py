@@ -3,7 +3,8 @@
 An early DQN policy often settles on NOOP and never presses FIRE; evaluated greedily, each episode then waits out
 the training cap (the preset's 27,000 agent steps). This times the evaluator's own loop (`make_episodes`, the
 preset's conv network and `eval_episodes`) on such weights: greedy with the training cap, and the Atari protocol
-(epsilon 0.05, 4,500 agent steps).
+(epsilon 0.05, 4,500 agent steps). CPU seconds of this process are printed beside wall seconds: on a shared
+machine they are the comparable figure.
 
     python bench/eval_protocol.py [--seed 1]
 """
@@ -38,11 +39,12 @@ def time_evaluation(seed: int, **overrides) -> dict:
     weights[-1] = np.array([1.0, 0.0, 0.0, 0.0], np.float32)  # Q = output bias: NOOP always looks best
     episodes = make_episodes(config, bundle)
     episodes.load(weights)
-    started = time.perf_counter()
+    started, started_cpu = time.perf_counter(), time.process_time()
     average_return, average_length = episodes.run(seed)
-    seconds = time.perf_counter() - started
+    seconds, cpu_seconds = time.perf_counter() - started, time.process_time() - started_cpu
     episodes.close()
-    return {"overrides": overrides, "seconds": round(seconds, 1), "average_return": average_return,
+    return {"overrides": overrides, "seconds": round(seconds, 1), "cpu_seconds": round(cpu_seconds, 1),
+            "average_return": average_return,
             "average_episode_length": average_length, "episodes": config.eval_episodes}
 
 
