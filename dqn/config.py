@@ -349,8 +349,8 @@ class EvaluatorConfig(CommonConfig):
         None, "evaluation policy's random-action probability; none = auto: 0.05 for Atari ids (Nature DQN), "
               "0 (greedy) otherwise", ge=0, le=1)
     eval_max_episode_steps: int = setting(
-        0, "cap on an evaluation episode in agent steps; 0 = auto: 18,000 frames / atari_frame_skip for Atari ids "
-           "(Nature DQN's 5 minutes), else as training (max_episode_steps)", ge=0)
+        0, "cap on an evaluation episode in agent steps; 0 = auto: as training (max_episode_steps), for Atari ids at "
+           "most 18,000 frames / atari_frame_skip (Nature DQN's 5 minutes)", ge=0)
     poll_interval_s: float = setting(0.5, "seconds between checks for newer weights", gt=0)
     health_port: int = setting(0, "port of the grpc.health.v1 service; 0 disables it", ge=0, le=65535)
 

@@ -25,6 +25,8 @@ def test_atari_evaluates_at_epsilon_005_for_5_minutes_of_play():
     epsilon, options = evaluation_protocol(preset)
     assert epsilon == 0.05 and options.max_episode_steps == 18_000 // 4  # not the training cap of 27,000
     assert evaluation_protocol(EvaluatorConfig(env_id=BREAKOUT, atari_frame_skip=5))[1].max_episode_steps == 3_600
+    # A shorter training cap stays the cap.
+    assert evaluation_protocol(EvaluatorConfig(env_id=BREAKOUT, max_episode_steps=100))[1].max_episode_steps == 100
 
 
 def test_explicit_settings_win():
