@@ -62,9 +62,10 @@ class CommonConfig:
                   "exported policies keep raw observations. CartPole's cart position (4.8) and pole angle (0.42 rad) "
                   "then span [-1, 1]; bench/learning_sim.py seeds 1-16 solved 11/16 at 700-2,200 train steps, "
                   "unscaled 10/15 at 1,000-3,100; bench/time_to_solve.py, 4 runs of seeds 1-5: medians 12.5-16.1 s, "
-                  "5/5 within 120 s each (README Performance). none = raw observations (the book). Conv networks "
+                  "5/5 within 120 s each (README Performance). narrow = only features bounded within 1, scaled up "
+                  "(docs/learning.md). none = raw observations (the book). Conv networks "
                   "scale uint8 images by 1/255 either way",
-        choices=("bounds", "none"))
+        choices=("bounds", "narrow", "none"))
     learning_rate: float = setting(1e-3, "Adam learning rate (the notebook's 1e-3; fastest CartPole solves in our "
                                          "sweep once evaluation runs every 100 steps and catches the first peak)",
                                    gt=0, le=1)

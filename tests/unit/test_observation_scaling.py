@@ -24,6 +24,15 @@ def test_finite_bounds_map_to_unit_range_and_unbounded_features_pass_unchanged()
                                [1 / 1.2, 1 / 0.07, 1.0], rtol=1e-6)
 
 
+def test_narrow_scales_only_features_bounded_within_one():
+    # CartPole: only the pole angle (0.418 rad) is scaled; Acrobot's cos/sin (1) and velocities (4 pi, 9 pi) are not.
+    cartpole = box([-4.8, -np.inf, -0.41887903, -np.inf], [4.8, np.inf, 0.41887903, np.inf])
+    np.testing.assert_allclose(observation_scale(cartpole, narrow_only=True), [1.0, 1.0, 1 / 0.41887903, 1.0],
+                               rtol=1e-6)
+    acrobot = box([-1, -1, -1, -1, -4 * np.pi, -9 * np.pi], [1, 1, 1, 1, 4 * np.pi, 9 * np.pi])
+    assert observation_scale(acrobot, narrow_only=True) is None
+
+
 @pytest.mark.parametrize("low,high", [([-np.inf] * 3, [np.inf] * 3), ([-1.0, 0.0], [1.0, 1.0]), ([0.0], [0.0])],
                          ids=["unbounded", "already-unit", "zero-width"])
 def test_no_scaling_layer_when_no_feature_would_change(low, high):
