@@ -57,7 +57,7 @@ class CommonConfig:
     fc_layer_params: tuple[int, ...] = setting(
         (256, 256), "Q-network hidden layer sizes (rl-zoo's tuned CartPole DQN net; best peak in our sweep)", ge=1)
     observation_scaling: str = setting(
-        "bounds", "MLP Q-networks: bounds = divide each observation feature by its Box bound (max of |low|, |high|; "
+        "narrow", "MLP Q-networks: bounds = divide each observation feature by its Box bound (max of |low|, |high|; "
                   "features unbounded or bounded beyond 1e6 pass as they are) inside the network, so replay and "
                   "exported policies keep raw observations. CartPole's cart position (4.8) and pole angle (0.42 rad) "
                   "then span [-1, 1]; bench/learning_sim.py seeds 1-16 solved 11/16 at 700-2,200 train steps, "
