@@ -170,7 +170,8 @@ def run_seed(seed: int, args: argparse.Namespace) -> dict:
             publish()
         if train_step % config.eval_interval == 0:
             # Mean Q over the envs' current states: values far above 1 / (1 - gamma) mean the targets diverged.
-            max_mean_q = max(max_mean_q, float(np.mean(learner.agent._q_network(time_step.observation)[0])))
+            if not learner.q_network.state_spec:  # an RNN needs step types and a state: skipped for it
+                max_mean_q = max(max_mean_q, float(np.mean(learner.agent._q_network(time_step.observation)[0])))
             eval_seed = seed + 99_991 + (train_step if args.fresh_eval_seeds else 0)  # the evaluator's seed rule
             episodes.load(learner_weights.read())
             average_return, _ = episodes.run(eval_seed)

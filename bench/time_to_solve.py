@@ -50,15 +50,22 @@ def run_service(seed: int, budget_s: float, extra: list[str]) -> dict:
             "wall_time_s": round(solved_after if solved_after is not None else time.monotonic() - started, 1),
             "env_steps": int(match.group(3)), "train_steps": int(match.group(4)),
             "best_eval_return": match.group(5), "startup_s": first_eval_after(root, started_epoch),
-            "new_episodes": check_best_policy(root), "exit_code": exit_code, "root": root}
+            "new_episodes": check_best_policy(root, env_id_of(extra)), "exit_code": exit_code, "root": root,
+            "started_epoch": started_epoch}
 
 
-def check_best_policy(root: str) -> dict | None:
+def env_id_of(flags: list[str]) -> str:
+    """The --env-id among dqn-service flags (the service's default otherwise)."""
+    return flags[flags.index("--env-id") + 1] if "--env-id" in flags[:-1] else "CartPole-v1"
+
+
+def check_best_policy(root: str, env_id: str = "CartPole-v1") -> dict | None:
     """bench/policy_check.py on the run's exported best policy (50 new episodes), or None if it left none."""
     policy_dir = os.path.join(root, "evaluator", "best_policy")
     if not os.path.isdir(policy_dir):
         return None
-    result = subprocess.run([sys.executable, os.path.join(REPO, "bench", "policy_check.py"), policy_dir],
+    result = subprocess.run([sys.executable, os.path.join(REPO, "bench", "policy_check.py"), policy_dir,
+                             "--env-id", env_id],
                             cwd=REPO, capture_output=True, text=True, timeout=300)
     lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
     return json.loads(lines[-1]) if lines else {"error": result.stderr[-300:]}

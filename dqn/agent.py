@@ -78,16 +78,17 @@ def conv_network_kwargs(config: CommonConfig) -> dict:
 LARGEST_SCALED_BOUND = 1e6
 
 
-def observation_scale(observation_spec) -> np.ndarray | None:
+def observation_scale(observation_spec, narrow_only: bool = False) -> np.ndarray | None:
     """Per-feature factors that bring finite Box bounds to [-1, 1]: 1 / max(|low|, |high|), 1 where unbounded.
 
-    None when no feature would change (all unbounded, or already within [-1, 1] at bound 1).
+    `narrow_only`: only features bounded within 1 are scaled (up); wider bounds are often loose caps (a max speed)
+    that dividing by would shrink typical values far below 1. None when no feature would change.
     """
     shape = tuple(observation_spec.shape)
     low = np.broadcast_to(np.asarray(observation_spec.minimum, np.float64), shape)
     high = np.broadcast_to(np.asarray(observation_spec.maximum, np.float64), shape)
     bound = np.maximum(np.abs(low), np.abs(high))
-    scalable = np.isfinite(bound) & (bound > 0) & (bound <= LARGEST_SCALED_BOUND)
+    scalable = np.isfinite(bound) & (bound > 0) & (bound <= (1.0 if narrow_only else LARGEST_SCALED_BOUND))
     scale = np.ones(shape, np.float32)
     scale[scalable] = 1.0 / bound[scalable]
     return None if np.all(scale == 1.0) else scale
@@ -99,7 +100,8 @@ def mlp_network_kwargs(config: CommonConfig, observation_spec) -> dict:
     Why in the network: replay, actors and exported policies all keep raw observations, and every role's
     network agrees because the factors come from the env's spec alone.
     """
-    scale = observation_scale(observation_spec) if config.observation_scaling == "bounds" else None
+    mode = config.observation_scaling
+    scale = observation_scale(observation_spec, narrow_only=mode == "narrow") if mode != "none" else None
     if scale is None:
         return {}
     return {"preprocessing_layers": tf.keras.layers.Rescaling(scale.tolist(), name="observation_scaling")}

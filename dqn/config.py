@@ -42,9 +42,9 @@ class CommonConfig:
     conv_layer_params: tuple[int, ...] | None = setting(None, "Q-network conv layers as filters,kernel,stride "
                                                         "triples, e.g. 32,8,4,64,4,2,64,3,1; none = an MLP", ge=1)
     fc_layer_params: tuple[int, ...] = setting((256, 256), "Q-network hidden layer sizes, in units, e.g. 256,256", ge=1)
-    observation_scaling: str = setting("bounds", "MLP inputs: bounds = each feature divided by its Box bound inside "
-                                       "the network (unbounded ones pass as they are); none = raw",
-                                       choices=("bounds", "none"))
+    observation_scaling: str = setting("narrow", "MLP inputs, scaled inside the network: narrow = features whose Box "
+                                       "bound is below 1 divided by it; bounds = every bounded feature; none = raw",
+                                       choices=("narrow", "bounds", "none"))
     learning_rate: float = setting(1e-3, "Adam learning rate", gt=0, le=1)
     gamma: float = setting(0.99, "discount factor per agent step", ge=0, le=1)
     td_loss: str = setting("huber", "TD error loss: huber or mse (squared error)", choices=("huber", "mse"))
@@ -260,6 +260,12 @@ class EvaluatorConfig(CommonConfig):
     eval_interval: int = setting(100, "train steps between evaluations: newer weights are evaluated once this far "
                                  "past the last evaluated", ge=1)
     eval_episodes: int = setting(10, "greedy episodes per evaluation", ge=1)
+    eval_epsilon: float | None = setting(
+        None, "evaluation policy's random-action probability; none = auto: 0.05 for Atari ids (Nature DQN), "
+              "0 (greedy) otherwise", ge=0, le=1)
+    eval_max_episode_steps: int = setting(
+        0, "cap on an evaluation episode in agent steps; 0 = auto: as training (max_episode_steps), for Atari ids at "
+           "most 18,000 frames / atari_frame_skip (Nature DQN's 5 minutes)", ge=0)
     poll_interval_s: float = setting(0.5, "seconds between checks for newer weights", gt=0)
     health_port: int = setting(0, "TCP port of the grpc.health.v1 service; 0 = disabled", ge=0, le=65535)
 

@@ -1,4 +1,7 @@
-"""Greedy evaluation episodes, one per env, without a Python-to-TF call per env step.
+"""Evaluation episodes, one per env, without a Python-to-TF call per env step.
+
+The policy is greedy, or epsilon-greedy with the evaluator's `eval_epsilon` (Atari's protocol: see
+evaluator/evaluate.py).
 
 Why: a policy call per env step from Python would hand tensors to Python, which keep memory for good
 (see docs/design.md, "Python<->TF boundary and memory"). Two loops avoid it:
@@ -16,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 from tf_agents.environments import tf_py_environment
+from tf_agents.policies import epsilon_greedy_policy
 from tf_agents.trajectories import time_step as ts
 
 from dqn.envs import GymnasiumVectorEnvironment
@@ -23,25 +27,31 @@ from dqn.numpy_policy import HostEpsilonGreedy, HostQNetwork
 from dqn.weights.flat import FlatWeights
 
 
-def greedy_episodes(policy, q_network, env: GymnasiumVectorEnvironment) -> GreedyEpisodes | HostGreedyEpisodes:
-    """The numpy loop when the mirror copies `q_network` exactly, else the in-graph loop of `policy`."""
+def greedy_episodes(policy, q_network, env: GymnasiumVectorEnvironment,
+                    epsilon: float = 0.0) -> GreedyEpisodes | HostGreedyEpisodes:
+    """The numpy loop when the mirror copies `q_network` exactly, else the in-graph loop of `policy`.
+
+    `epsilon` > 0 takes a uniformly random action with that probability at each step (0 = greedy).
+    """
     variables = list(policy.variables())
     mirror = HostQNetwork.mirror(q_network, variables)
     if mirror is None:
-        return GreedyEpisodes(policy, env)
-    return HostGreedyEpisodes(HostEpsilonGreedy(mirror, policy.action_spec, seed=0), env)
+        return GreedyEpisodes(policy, env, epsilon=epsilon)
+    return HostGreedyEpisodes(mirror, policy.action_spec, env, epsilon=epsilon)
 
 
 class HostGreedyEpisodes:
-    """One episode per env of the greedy numpy policy; `load` sets the weights (the policy's variable order)."""
+    """One episode per env of the numpy policy; `load` sets the weights (the policy's variable order)."""
 
-    def __init__(self, policy: HostEpsilonGreedy, env: GymnasiumVectorEnvironment):
-        self._policy = policy
+    def __init__(self, network: HostQNetwork, action_spec, env: GymnasiumVectorEnvironment, epsilon: float = 0.0):
+        self._network = network
+        self._action_spec = action_spec
         self._env = env
+        self._epsilon = epsilon
 
     def load(self, variables: list[np.ndarray]) -> None:
         """Evaluate these weights from now on."""
-        self._policy.network.set_weights(variables)
+        self._network.set_weights(variables)
 
     def run(self, seed: int, stop_requested=lambda: False) -> tuple[float, float]:
         """(average return, average length) over one episode per env, the envs reset with `seed`.
@@ -49,12 +59,14 @@ class HostGreedyEpisodes:
         Stops early (returning the partial averages) once `stop_requested()` is true between steps.
         """
         self._env.reseed(seed)
+        # Random actions drawn from `seed` too, so every evaluation plays the same episodes for the same weights.
+        policy = HostEpsilonGreedy(self._network, self._action_spec, seed=seed)
         time_step = self._env.reset()
         returns = np.zeros(self._env.batch_size)
         lengths = np.zeros(self._env.batch_size)
         running = np.ones(self._env.batch_size, dtype=bool)
         while running.any() and not stop_requested():
-            time_step = self._env.step(self._policy.actions(time_step.observation, epsilon=0.0))
+            time_step = self._env.step(policy.actions(time_step.observation, epsilon=self._epsilon))
             # Finished envs keep stepping (the vector env restarts them); only running episodes count.
             returns += np.where(running, time_step.reward, 0.0)
             lengths += running
@@ -67,11 +79,12 @@ class HostGreedyEpisodes:
 
 
 class GreedyEpisodes:
-    """One episode per env of `policy` (greedy), run `chunk_steps` env steps per graph call."""
+    """One episode per env of `policy` (greedy, or epsilon-greedy), run `chunk_steps` env steps per graph call."""
 
-    def __init__(self, policy, env: GymnasiumVectorEnvironment, chunk_steps: int = 100):
-        self._policy = policy
+    def __init__(self, policy, env: GymnasiumVectorEnvironment, chunk_steps: int = 100, epsilon: float = 0.0):
         self._weights = FlatWeights(list(policy.variables()))
+        # TF-Agents' wrapper draws its random actions from TF's random ops (not reseeded per evaluation).
+        self._policy = epsilon_greedy_policy.EpsilonGreedyPolicy(policy, epsilon) if epsilon > 0 else policy
         self._py_env = env
         self._tf_env = tf_py_environment.TFPyEnvironment(env)
         self._chunk_steps = chunk_steps

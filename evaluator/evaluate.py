@@ -4,10 +4,15 @@
 stepped inside the graph otherwise (evaluator/episodes.py; the episodes are independent, so this equals running
 them one after another, only faster). Every
 evaluation starts the same episodes (the same env seeds), so returns compare across train steps.
+
+Atari ids follow Nature DQN's evaluation protocol (Mnih et al. 2015, Methods): epsilon 0.05 and at most 5 minutes
+of play (18,000 frames). A greedy policy that never presses FIRE in Breakout would otherwise wait out the
+episode cap, and the first evaluations of a run would take minutes each.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -17,7 +22,7 @@ import tensorflow as tf
 
 from dqn.agent import build_agent
 from dqn.config import EvaluatorConfig
-from dqn.envs import EnvOptions, GymnasiumVectorEnvironment
+from dqn.envs import EnvOptions, GymnasiumVectorEnvironment, is_atari
 from dqn.health import start_health
 from dqn.replay import check_table_matches, wait_for_server
 from dqn.runtime import StopSignal
@@ -30,13 +35,36 @@ from evaluator.episodes import GreedyEpisodes, HostGreedyEpisodes, greedy_episod
 log = logging.getLogger("evaluator")
 
 
+#: Nature DQN's evaluation of Atari agents: epsilon 0.05, episodes of at most 5 minutes at 60 frames/s.
+ATARI_EVAL_EPSILON = 0.05
+ATARI_EVAL_FRAMES = 18_000
+
+
+def evaluation_protocol(config: EvaluatorConfig) -> tuple[float, EnvOptions]:
+    """(epsilon, env options) of evaluation episodes, with eval_epsilon / eval_max_episode_steps auto resolved."""
+    atari = is_atari(config.env_id)
+    epsilon = config.eval_epsilon
+    if epsilon is None:
+        epsilon = ATARI_EVAL_EPSILON if atari else 0.0
+    options = EnvOptions.from_config(config)
+    cap = config.eval_max_episode_steps
+    if not cap and atari:  # Nature DQN's 5 minutes, or the training cap where that is shorter
+        cap = min(filter(None, (ATARI_EVAL_FRAMES // config.atari_frame_skip, options.max_episode_steps)))
+    if cap:
+        options = dataclasses.replace(options, max_episode_steps=cap)
+    return epsilon, options
+
+
 def make_episodes(config: EvaluatorConfig, bundle) -> GreedyEpisodes | HostGreedyEpisodes:
-    """The evaluator's `eval_episodes` envs and greedy loop, built once and reused by every evaluation.
+    """The evaluator's `eval_episodes` envs and policy loop, built once and reused by every evaluation.
 
     Give it weights with `load(variables)` before `run`.
     """
-    env = GymnasiumVectorEnvironment(config.env_id, config.eval_episodes, options=EnvOptions.from_config(config))
-    return greedy_episodes(bundle.agent.policy, bundle.q_network, env)
+    epsilon, options = evaluation_protocol(config)
+    env = GymnasiumVectorEnvironment(config.env_id, config.eval_episodes, options=options)
+    cap = f"{options.max_episode_steps} agent steps" if options.max_episode_steps else "the env's own limit"
+    log.info("evaluation episodes: epsilon %g, at most %s", epsilon, cap)
+    return greedy_episodes(bundle.agent.policy, bundle.q_network, env, epsilon=epsilon)
 
 
 def run(config: EvaluatorConfig) -> int:

@@ -22,9 +22,9 @@ def observations(count: int, seed: int) -> np.ndarray:
     return np.random.default_rng(seed).uniform(-2, 2, (count, 4)).astype(np.float32)
 
 
-@pytest.mark.parametrize("layers,scaling", [((256, 256), "bounds"), ((32,), "bounds"), ((16, 8, 4), "bounds"),
-                                            ((256, 256), "none")],
-                         ids=["default", "one-layer", "three-layers", "unscaled-observations"])
+@pytest.mark.parametrize("layers,scaling", [((256, 256), "narrow"), ((256, 256), "bounds"), ((32,), "bounds"),
+                                            ((16, 8, 4), "bounds"), ((256, 256), "none")],
+                         ids=["default", "bounds", "one-layer", "three-layers", "unscaled-observations"])
 def test_mirror_gives_the_q_values_and_greedy_actions_of_the_tf_agents_policy(layers, scaling):
     bundle = build_agent(ActorConfig(fc_layer_params=layers, observation_scaling=scaling))
     mirror = HostQNetwork.mirror(bundle.q_network, bundle.policy_variables)

@@ -24,6 +24,26 @@ def test_finite_bounds_map_to_unit_range_and_unbounded_features_pass_unchanged()
                                [1 / 1.2, 1 / 0.07, 1.0], rtol=1e-6)
 
 
+def test_the_default_scales_only_features_bounded_within_one():
+    scaled = build_agent(ActorConfig(fc_layer_params=(16,)))
+    raw = build_agent(ActorConfig(fc_layer_params=(16,), observation_scaling="none"))
+    for source, target in zip(scaled.policy_variables, raw.policy_variables, strict=True):
+        target.assign(source)
+    observation = np.random.default_rng(0).uniform(-3, 3, (64, 4)).astype(np.float32)
+    expected, _ = raw.q_network(tf.constant(observation * np.float32([1, 1, 1 / 0.41887903, 1])), training=False)
+    actual, _ = scaled.q_network(tf.constant(observation), training=False)
+    np.testing.assert_allclose(actual.numpy(), expected.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_narrow_scales_only_features_bounded_within_one():
+    # CartPole: only the pole angle (0.418 rad) is scaled; Acrobot's cos/sin (1) and velocities (4 pi, 9 pi) are not.
+    cartpole = box([-4.8, -np.inf, -0.41887903, -np.inf], [4.8, np.inf, 0.41887903, np.inf])
+    np.testing.assert_allclose(observation_scale(cartpole, narrow_only=True), [1.0, 1.0, 1 / 0.41887903, 1.0],
+                               rtol=1e-6)
+    acrobot = box([-1, -1, -1, -1, -4 * np.pi, -9 * np.pi], [1, 1, 1, 1, 4 * np.pi, 9 * np.pi])
+    assert observation_scale(acrobot, narrow_only=True) is None
+
+
 @pytest.mark.parametrize("low,high", [([-np.inf] * 3, [np.inf] * 3), ([-1.0, 0.0], [1.0, 1.0]), ([0.0], [0.0])],
                          ids=["unbounded", "already-unit", "zero-width"])
 def test_no_scaling_layer_when_no_feature_would_change(low, high):
@@ -31,7 +51,7 @@ def test_no_scaling_layer_when_no_feature_would_change(low, high):
 
 
 def test_scaled_network_equals_the_unscaled_one_on_scaled_observations():
-    scaled = build_agent(ActorConfig(fc_layer_params=(16,)))
+    scaled = build_agent(ActorConfig(fc_layer_params=(16,), observation_scaling="bounds"))
     raw = build_agent(ActorConfig(fc_layer_params=(16,), observation_scaling="none"))
     for source, target in zip(scaled.policy_variables, raw.policy_variables, strict=True):
         target.assign(source)

@@ -1,0 +1,123 @@
+"""What a new user gets: envs x seeds of `dqn-service local --env-id E --seed S --max-wall-time-s T`, no other flags.
+
+For each run: time to the env's reward_threshold (the evaluator's 10-episode greedy average, from launch,
+start-up included), the best greedy return of trained weights by 60/120/240 s (from
+`<root>/evaluator/evals.jsonl`), and the policy check: the exported best policy replayed on 50 new episodes
+(bench/policy_check.py). Prints a table with the peer figures beside ours and writes everything as JSON.
+
+    python bench/learning_suite.py --envs Acrobot-v1 LunarLander-v3 CartPole-v1 --seeds 1 2 3 4 5 --budget-s 240
+
+LunarLander-v3 needs the box2d extra (`pip install -c requirements.lock -e '.[box2d]'`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from bench.time_to_solve import run_service  # noqa: E402
+
+#: The peer anchor: Stable-Baselines3 DQN with rl-baselines3-zoo's tuned hyperparameters (`hyperparams/dqn.yml`)
+#: for each env, measured on this 2-core box beside the service (greedy 10-episode evaluation every 5,000 env
+#: steps). Not re-run here.
+PEERS = {
+    "CartPole-v1": "SB3 + zoo: median 184 s to >= 475 over 5 seeds; 2/5 within 120 s",
+    "Acrobot-v1": "SB3 + zoo: best -118 (seed 1), -132 (seed 2) in its 150k-step budget (~70 s); not solved",
+    "LunarLander-v3": "SB3 + zoo: best 93 (seed 1) in its 150k-step budget (~190 s); not solved",
+}
+CHECKPOINTS_S = (60, 120, 240)
+
+
+def reward_threshold(env_id: str) -> float | None:
+    """The env's registered reward_threshold: what `dqn-service local` stops at by default."""
+    import gymnasium as gym
+
+    return gym.spec(env_id).reward_threshold
+
+
+def best_by(root: str, started_epoch: float, checkpoints: tuple[int, ...]) -> dict[str, float | None]:
+    """Best evaluated average return of trained weights (train step > 0) by each checkpoint (s after launch)."""
+    path = os.path.join(root, "evaluator", "evals.jsonl")
+    records = []
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as handle:
+            records = [json.loads(line) for line in handle if line.strip()]
+    trained = [r for r in records if r["train_step"] > 0]
+    best = {}
+    for seconds in checkpoints:
+        returns = [r["average_return"] for r in trained if r["time"] - started_epoch <= seconds]
+        best[f"best_by_{seconds}s"] = max(returns) if returns else None
+    return best
+
+
+def run_one(env_id: str, seed: int, budget_s: float, checkpoints: tuple[int, ...]) -> dict:
+    """One service run with only the env, seed and budget set, summarised."""
+    run = run_service(seed, budget_s, ["--env-id", env_id])
+    threshold = reward_threshold(env_id)
+    check = run.get("new_episodes") or {}
+    row = {"env_id": env_id, "seed": seed, "threshold": threshold, "solved": run["solved"],
+           "time_to_threshold_s": run["wall_time_s"] if run["solved"] else None,
+           "env_steps": run.get("env_steps"), "train_steps": run.get("train_steps"),
+           "check_mean_return_50": check.get("mean_return"),
+           "check_holds": (check["mean_return"] >= threshold
+                           if threshold is not None and "mean_return" in check else None),
+           "root": run.get("root"), "error": run.get("error")}
+    if "started_epoch" in run:
+        row.update(best_by(run["root"], run["started_epoch"], checkpoints))
+    return row
+
+
+def fmt(value) -> str:
+    """A table cell: '-' for missing values, one decimal for floats."""
+    if value is None:
+        return "-"
+    return f"{value:.1f}" if isinstance(value, float) else str(value)
+
+
+def print_table(rows: list[dict], checkpoints: tuple[int, ...], budget_s: float) -> None:
+    """Markdown table of all runs, then per env: solved count, median time (unsolved = budget), peer anchor."""
+    columns = ["env_id", "seed", "time_to_threshold_s", *[f"best_by_{s}s" for s in checkpoints],
+               "check_mean_return_50", "check_holds", "env_steps", "train_steps"]
+    print("| " + " | ".join(columns) + " |")
+    print("|" + "---|" * len(columns))
+    for row in rows:
+        print("| " + " | ".join(fmt(row.get(c)) for c in columns) + " |")
+    for env_id in dict.fromkeys(r["env_id"] for r in rows):
+        runs = [r for r in rows if r["env_id"] == env_id]
+        times = [r["time_to_threshold_s"] if r["solved"] else budget_s for r in runs]
+        holds = sum(bool(r["check_holds"]) for r in runs)
+        print(f"{env_id}: solved {sum(r['solved'] for r in runs)}/{len(runs)} within {budget_s:.0f} s, median "
+              f"{statistics.median(times):.1f} s (unsolved counted as {budget_s:.0f} s); best policy holds on 50 "
+              f"new episodes: {holds}/{len(runs)}")
+        print(f"  peer anchor (measured on this box earlier, not re-run): {PEERS.get(env_id, 'none recorded')}")
+
+
+def main() -> None:
+    """Runs every env x seed one after another, prints the table and writes the JSON."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--envs", nargs="+", default=["Acrobot-v1", "LunarLander-v3", "CartPole-v1"])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5])
+    parser.add_argument("--budget-s", type=float, default=240.0, help="wall-clock budget per run, s")
+    parser.add_argument("--json", default="learning_suite.json", help="where to write all rows")
+    args = parser.parse_args()
+    checkpoints = tuple(s for s in CHECKPOINTS_S if s <= args.budget_s) or (int(args.budget_s),)
+    print(f"machine: {os.cpu_count()} cores; budget {args.budget_s:.0f} s per run; envs {args.envs}; "
+          f"seeds {args.seeds}", flush=True)
+    rows = []
+    for env_id in args.envs:
+        for seed in args.seeds:
+            rows.append(run_one(env_id, seed, args.budget_s, checkpoints))
+            print(json.dumps(rows[-1]), flush=True)
+    print_table(rows, checkpoints, args.budget_s)
+    with open(args.json, "w", encoding="utf-8") as handle:
+        json.dump({"budget_s": args.budget_s, "rows": rows, "peers": PEERS}, handle, indent=1)
+    print(f"wrote {args.json}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,79 @@
+"""Evaluation protocol: Nature DQN's epsilon 0.05 and 5-minute cap on Atari, greedy elsewhere (real envs)."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from dqn.agent import build_agent
+from dqn.config import EvaluatorConfig
+from dqn.configuration import ConfigError, resolve
+from dqn.weights import FlatWeights
+from evaluator.evaluate import evaluation_protocol, make_episodes
+
+BREAKOUT = "ALE/Breakout-v5"
+
+
+def test_classic_control_evaluates_greedily_with_the_training_limit():
+    epsilon, options = evaluation_protocol(EvaluatorConfig())
+    assert epsilon == 0.0 and options.max_episode_steps == 0
+    epsilon, options = evaluation_protocol(EvaluatorConfig(max_episode_steps=200))
+    assert epsilon == 0.0 and options.max_episode_steps == 200
+
+
+def test_atari_evaluates_at_epsilon_005_for_5_minutes_of_play():
+    preset = resolve(EvaluatorConfig, environ={}, flags={"preset": "breakout"})
+    epsilon, options = evaluation_protocol(preset)
+    assert epsilon == 0.05 and options.max_episode_steps == 18_000 // 4  # not the training cap of 27,000
+    assert evaluation_protocol(EvaluatorConfig(env_id=BREAKOUT, atari_frame_skip=5))[1].max_episode_steps == 3_600
+    # A shorter training cap stays the cap.
+    assert evaluation_protocol(EvaluatorConfig(env_id=BREAKOUT, max_episode_steps=100))[1].max_episode_steps == 100
+
+
+def test_explicit_settings_win():
+    epsilon, options = evaluation_protocol(EvaluatorConfig(env_id=BREAKOUT, eval_epsilon=0.0,
+                                                           eval_max_episode_steps=100))
+    assert epsilon == 0.0 and options.max_episode_steps == 100
+    assert evaluation_protocol(EvaluatorConfig(eval_epsilon=0.2))[0] == 0.2
+
+
+@pytest.mark.parametrize("value", ["-0.1", "1.5"])
+def test_eval_epsilon_is_a_probability(value):
+    with pytest.raises(ConfigError, match="--eval-epsilon / DQN_EVAL_EPSILON"):
+        resolve(EvaluatorConfig, environ={}, flags={"eval_epsilon": value})
+
+
+def never_fire(bundle) -> list[np.ndarray]:
+    """Weights whose Q-values are the output bias alone, highest for NOOP: a policy that never serves the ball."""
+    variables = [np.zeros(v.shape, np.float32) for v in bundle.policy_variables]
+    variables[-1] = np.array([1.0, 0.0, 0.0, 0.0], np.float32)
+    return variables
+
+
+def test_a_breakout_policy_that_never_fires_no_longer_stalls_the_evaluation():
+    tf.random.set_seed(1)
+    small = {"env_id": BREAKOUT, "conv_layer_params": (8, 8, 8), "fc_layer_params": (8,), "eval_episodes": 2}
+    bundle = build_agent(EvaluatorConfig(**small))
+    weights = never_fire(bundle)
+    FlatWeights(bundle.policy_variables).assign(weights)
+    # Greedy, the ball is never served: every episode runs into the cap.
+    greedy = make_episodes(EvaluatorConfig(**small, eval_epsilon=0.0, eval_max_episode_steps=300), bundle)
+    greedy.load(weights)
+    assert greedy.run(7) == (0.0, 300.0)
+    greedy.close()
+    # The Atari protocol: random actions serve the ball, lives are lost, episodes end well before 4,500 steps.
+    protocol = make_episodes(EvaluatorConfig(**small), bundle)
+    protocol.load(weights)
+    _, length = protocol.run(7)
+    assert 0 < length < 4_500
+    protocol.close()
+
+
+def test_numpy_loop_repeats_its_random_actions_for_the_same_seed():
+    bundle = build_agent(EvaluatorConfig(fc_layer_params=(16,)))
+    config = EvaluatorConfig(fc_layer_params=(16,), eval_epsilon=0.5, eval_episodes=4)
+    episodes = make_episodes(config, bundle)
+    episodes.load(FlatWeights(bundle.policy_variables).read())
+    first = episodes.run(3)
+    assert episodes.run(3) == first
+    assert any(episodes.run(seed) != first for seed in (4, 5, 6))
+    episodes.close()
