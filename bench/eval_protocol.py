@@ -25,7 +25,7 @@ def time_evaluation(seed: int, **overrides) -> dict:
     """One evaluation of never-FIRE weights with the breakout preset plus `overrides`: seconds, return, length."""
     import numpy as np
     import tensorflow as tf
-    from dqn.configuration import resolve
+    from dqn.config_loading import resolve
 
     from dqn.agent import build_agent
     from dqn.config import EvaluatorConfig

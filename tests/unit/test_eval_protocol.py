@@ -3,11 +3,11 @@
 import numpy as np
 import pytest
 import tensorflow as tf
-from dqn.configuration import ConfigError, resolve
+from dqn.config_loading import ConfigError, resolve
 
 from dqn.agent import build_agent
 from dqn.config import EvaluatorConfig
-from dqn.weights import FlatWeights
+from dqn.weights.flat import FlatWeights
 from evaluator.evaluate import evaluation_protocol, make_episodes
 
 BREAKOUT = "ALE/Breakout-v5"
