@@ -25,10 +25,10 @@ def time_evaluation(seed: int, **overrides) -> dict:
     """One evaluation of never-FIRE weights with the breakout preset plus `overrides`: seconds, return, length."""
     import numpy as np
     import tensorflow as tf
-    from dqn.config_loading import resolve
 
     from dqn.agent import build_agent
     from dqn.config import EvaluatorConfig
+    from dqn.config_loading import resolve
     from evaluator.evaluate import make_episodes
 
     tf.config.threading.set_intra_op_parallelism_threads(1)  # as the evaluator role

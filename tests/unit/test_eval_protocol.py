@@ -3,10 +3,10 @@
 import numpy as np
 import pytest
 import tensorflow as tf
-from dqn.config_loading import ConfigError, resolve
 
 from dqn.agent import build_agent
 from dqn.config import EvaluatorConfig
+from dqn.config_loading import ConfigError, resolve
 from dqn.weights.flat import FlatWeights
 from evaluator.evaluate import evaluation_protocol, make_episodes
 
