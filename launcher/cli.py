@@ -37,6 +37,8 @@ def _parser() -> argparse.ArgumentParser:
     status.add_argument("--health", action="append", default=[], metavar="NAME=HOST:PORT",
                         help="a role's health endpoint to check (repeatable)")
     status.add_argument("--timeout", type=float, default=5.0, help="seconds per remote call")
+    status.add_argument("--root-dir", default=None, help="run directory: also show each role's last progress "
+                        "(train step, env steps, env restarts, checkpoint failures)")
     probe = commands.add_parser("probe", help="grpc.health.v1 check; exit 0 only if SERVING")
     probe.add_argument("address", help="host:port of a role's health endpoint")
     probe.add_argument("--timeout", type=float, default=3.0, help="seconds to wait for the answer")
@@ -95,7 +97,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from launcher.status import print_status
 
         return print_status(args.replay_address, dict(h.split("=", 1) for h in args.health if "=" in h),
-                            args.timeout)
+                            args.timeout, root_dir=args.root_dir)
     if args.command == "config":
         return _print_config(args)
     role = ROLES[args.command]

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import glob
+import os
 import time
 
 import reverb
 
 from dqn.health import check
+from dqn.progress import read_progress
 from dqn.replay import server_info
 from dqn.replay_layout.items import REPLAY_TABLE, VARIABLES_TABLE
 from dqn.weights.puller import fetch_weights
@@ -17,8 +20,14 @@ def _counts(info) -> tuple[int, int]:
     return limiter.insert_stats.completed, limiter.sample_stats.completed
 
 
-def print_status(replay_address: str, health: dict[str, str], timeout_s: float, interval_s: float = 1.0) -> int:
-    """Prints tables, counts and rates, latest train step and role health; exit 1 if the server is unreachable."""
+def print_status(replay_address: str, health: dict[str, str], timeout_s: float, interval_s: float = 1.0,
+                 root_dir: str | None = None) -> int:
+    """Prints tables, counts and rates, latest train step, role health and (with `root_dir`) each role's progress.
+
+    Exit 1 if the replay server is unreachable.
+    """
+    if root_dir is not None:
+        print_run_progress(root_dir)
     client = reverb.Client(replay_address)
     try:
         first = server_info(client, timeout_s)
@@ -49,3 +58,19 @@ def _checkpoint_note(address: str, timeout_s: float) -> str:
     if check(address, timeout_s, service="checkpoints") == "NOT_SERVING":
         return " (checkpoint writes failing: still serving from memory; see the role's log for the path and error)"
     return ""
+
+
+#: What each role's progress file says, in the order shown: (key, label).
+_PROGRESS_FIELDS = (("train_step", "train step"), ("env_steps", "env steps"), ("env_restarts", "env restarts"),
+                    ("episodes", "episodes"), ("checkpoint_failures", "checkpoint failures"), ("status", "status"))
+
+
+def print_run_progress(root_dir: str) -> None:
+    """One line per role directory under `root_dir` with a progress file (written by the roles, read here)."""
+    directories = sorted(os.path.dirname(path) for path in glob.glob(os.path.join(root_dir, "*", "progress.json")))
+    if not directories:
+        print(f"run directory {root_dir}: no role progress yet")
+    for directory in directories:
+        progress = read_progress(directory)
+        parts = [f"{label} {progress[key]}" for key, label in _PROGRESS_FIELDS if key in progress]
+        print(f"{os.path.basename(directory):<16} " + (", ".join(parts) or "-"))

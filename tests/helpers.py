@@ -5,6 +5,12 @@ from __future__ import annotations
 
 #: Envs of `collect_steps` unless told otherwise.
 NUM_ENVS = 3
+#: Role flags for quick integration runs: a small replay warm-up, a small network, 4-env blocks.
+FAST = ["--replay-min-size", "200", "--fc-layer-params", "32", "--envs-per-item", "4"]
+#: Learner-only: the default batch of 256 needs 64 inserts per SGD step, slow for 4-env test actors.
+LEARNER_FAST = ["--batch-size", "64"]
+#: Replay-server flags without a rate limiter, so tests can fill the table without a learner.
+NO_LIMITER = ("--samples-per-insert", "0")
 
 
 def read_all_items(client, table):
@@ -100,3 +106,13 @@ def greedy_returns(policy_dir: str, env_id: str, episodes: int, seed: int):
         running &= step.step_type != ts.StepType.LAST
     env.close()
     return returns
+
+
+def fill_and_count(address: str, steps: int, num_envs: int = 16) -> int:
+    """Writes random CartPole transitions through the actor's writer; returns the replay table's size after."""
+    import reverb
+
+    from dqn.replay_layout.items import REPLAY_TABLE
+
+    fill_replay(address, steps, num_envs=num_envs)
+    return reverb.Client(address).server_info(timeout=10)[REPLAY_TABLE].current_size

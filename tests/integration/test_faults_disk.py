@@ -13,8 +13,7 @@ from replay_server.recovery import complete_checkpoints
 from tests.conftest import run_cli, wait_until
 from tests.events import read_scalars
 from tests.fs import fill, small_filesystem
-from tests.integration.test_faults_replay import NO_LIMITER
-from tests.integration.test_faults_replay import fill as fill_replay
+from tests.helpers import NO_LIMITER, fill_and_count
 
 pytestmark = pytest.mark.integration
 
@@ -23,10 +22,10 @@ def test_F14_full_disk_keeps_the_replay_buffer_served_and_checkpoints_resume(rep
     with small_filesystem(tmp_path / "disk") as disk:
         root = disk / "run"
         server = replay_server_factory(*NO_LIMITER, "--checkpoint-interval-s", "3", root=root)
-        fill_replay(server.address, 1_000)
+        fill_and_count(server.address, 1_000)
         wait_until(lambda: "checkpoint (periodic) written" in server.process.log(), 30, "a periodic checkpoint")
         filler = fill(disk, leave_bytes=16 * 1024)
-        size = fill_replay(server.address, 4_000)  # more than the free space compressed
+        size = fill_and_count(server.address, 4_000)  # more than the free space compressed
         wait_until(lambda: "replay checkpoint (periodic) failed" in server.process.log(), 30, "a failed checkpoint")
         log = server.process.log()
         checkpoint_dir = str(root / "replay_checkpoints")
@@ -59,7 +58,7 @@ def test_F14_final_checkpoint_on_a_full_disk_exits_1_with_one_clear_line(replay_
     with small_filesystem(tmp_path / "disk") as disk:
         server = replay_server_factory(*NO_LIMITER, "--checkpoint-interval-s", "0", root=disk / "run")
         fill(disk, leave_bytes=8 * 1024)
-        fill_replay(server.address, 2_000)
+        fill_and_count(server.address, 2_000)
         os.kill(server.process.pid, signal.SIGTERM)
         assert server.process.process.wait(60) == 1
         log = server.process.log()

@@ -11,7 +11,7 @@ import pytest
 from dqn.progress import read_progress
 from tests.conftest import REPO, wait_until
 from tests.events import read_scalars
-from tests.integration.test_training import FAST, LEARNER_FAST
+from tests.helpers import FAST, LEARNER_FAST
 
 pytestmark = pytest.mark.integration
 
@@ -86,6 +86,12 @@ def test_F11_a_flaky_user_env_is_recreated_and_the_run_goes_on(tmp_path):
     assert max(value for _, value in scalars["actor/env_restarts"]) > 0
     learner = read_progress(str(tmp_path / "run" / "learner"))
     assert learner.get("train_step", 0) > 0
+    # `dqn-service status --root-dir` shows each actor's restart count from its progress file (no server needed).
+    status = subprocess.run([sys.executable, "-m", "launcher", "status", "--replay-address", "localhost:1",
+                             "--timeout", "1", "--root-dir", str(tmp_path / "run")],
+                            capture_output=True, text=True, timeout=60)
+    shown = re.search(r"^actor-0 .*env restarts (\d+)", status.stdout, re.M)
+    assert shown and int(shown.group(1)) > 0, status.stdout
 
 
 def test_F11_an_env_that_never_resets_ends_the_run_with_one_clear_line(tmp_path):

@@ -11,24 +11,17 @@ import reverb
 from dqn.replay_layout.items import REPLAY_TABLE
 from replay_server.recovery import complete_checkpoints
 from tests.conftest import run_cli, wait_until
-from tests.helpers import fill_replay
+from tests.helpers import NO_LIMITER, fill_and_count
 
 pytestmark = pytest.mark.integration
 
 # These tests write without a learner sampling: a samples-per-insert limiter (on by default) would hold the
 # writes back once inserts run ahead of samples, so the server runs with only a min-size limiter here.
-NO_LIMITER = ("--samples-per-insert", "0")
-
-
-def fill(address, steps, num_envs=16):
-    """Writes random CartPole transitions through the actor's writer (real items with our signature)."""
-    fill_replay(address, steps, num_envs=num_envs)
-    return reverb.Client(address).server_info(timeout=10)[REPLAY_TABLE].current_size
 
 
 def test_F6_sigterm_writes_a_final_checkpoint_and_exits_0(replay_server_factory, tmp_path):
     server = replay_server_factory(*NO_LIMITER, "--checkpoint-interval-s", "0")
-    size = fill(server.address, 500)
+    size = fill_and_count(server.address, 500)
     signalled_at = time.time()
     assert server.process.terminate() == 0
     checkpoints = complete_checkpoints(str(tmp_path / "run" / "replay_checkpoints"))
@@ -41,9 +34,9 @@ def test_F6_sigterm_writes_a_final_checkpoint_and_exits_0(replay_server_factory,
 def test_F7_kill_during_checkpoint_keeps_the_previous_complete_one(replay_server_factory, tmp_path):
     server = replay_server_factory(*NO_LIMITER, "--checkpoint-interval-s", "0", "--replay-max-size", "400000")
     client = reverb.Client(server.address)
-    first_size = fill(server.address, 2_000)
+    first_size = fill_and_count(server.address, 2_000)
     client.checkpoint()
-    fill(server.address, 60_000)  # large enough that the next checkpoint takes a while to write
+    fill_and_count(server.address, 60_000)  # large enough that the next checkpoint takes a while to write
     checkpoint_dir = tmp_path / "run" / "replay_checkpoints"
     threading.Thread(target=lambda: _ignore_errors(client.checkpoint), daemon=True).start()
     # Kill the moment the new checkpoint directory appears: Reverb creates it first and writes DONE last.
@@ -69,7 +62,7 @@ def _ignore_errors(call):
 
 def test_F8_corrupt_checkpoint_is_named_and_quarantine_recovers(replay_server_factory, tmp_path):
     server = replay_server_factory(*NO_LIMITER, "--checkpoint-interval-s", "0")
-    fill(server.address, 300)
+    fill_and_count(server.address, 300)
     assert server.process.terminate() == 0
     checkpoint_dir = tmp_path / "run" / "replay_checkpoints"
     (latest,) = complete_checkpoints(str(checkpoint_dir))

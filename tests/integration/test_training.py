@@ -18,12 +18,10 @@ from dqn.replay_layout.items import REPLAY_TABLE
 from dqn.weights.puller import fetch_weights
 from tests.conftest import REPO, free_port, health_status, run_cli, wait_until
 from tests.events import read_scalars
+from tests.helpers import FAST, LEARNER_FAST
 
 pytestmark = pytest.mark.integration
 
-FAST = ["--replay-min-size", "200", "--fc-layer-params", "32", "--envs-per-item", "4"]
-#: Learner-only: the default batch of 256 needs 64 inserts per SGD step, slow for 4-env test actors.
-LEARNER_FAST = ["--batch-size", "64"]
 
 
 def start_roles(spawn, server, root, num_actors=2, learner=True, learner_flags=()):
