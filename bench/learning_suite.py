@@ -3,7 +3,7 @@
 For each run: time to the env's reward_threshold (the evaluator's 10-episode greedy average, from launch,
 start-up included), the best greedy return of trained weights by 60/120/240 s (from
 `<root>/evaluator/evals.jsonl`), and the policy check: the exported best policy replayed on 50 new episodes
-(bench/policy_check.py). Prints a table with the peer figures beside ours and writes everything as JSON.
+(`dqn-service policy-check`). Prints a table with the peer figures beside ours and writes everything as JSON.
 
     python bench/learning_suite.py --envs Acrobot-v1 LunarLander-v3 CartPole-v1 --seeds 1 2 3 4 5 --budget-s 240
 

@@ -4,7 +4,7 @@ For each seed: `dqn-service local` with the defaults (replay server, learner, 2 
 separate processes) under a wall-clock budget, then the book's single-process TF-Agents loop
 (bench/book_loop.py) under the same budget. Prints one row per run, then median and solved counts. Each
 service run's best policy (the evaluator's export) is then replayed on 50 other start states
-(bench/policy_check.py), so a solve that only fits the evaluator's 10 episodes shows.
+(`dqn-service policy-check`), so a solve that only fits the evaluator's 10 episodes shows.
 
     python bench/time_to_solve.py --seeds 1 2 3 4 5 --budget-s 120
 """
@@ -60,12 +60,11 @@ def env_id_of(flags: list[str]) -> str:
 
 
 def check_best_policy(root: str, env_id: str = "CartPole-v1") -> dict | None:
-    """bench/policy_check.py on the run's exported best policy (50 new episodes), or None if it left none."""
+    """`dqn-service policy-check` on the run's exported best policy (50 new episodes), or None if it left none."""
     policy_dir = os.path.join(root, "evaluator", "best_policy")
     if not os.path.isdir(policy_dir):
         return None
-    result = subprocess.run([sys.executable, os.path.join(REPO, "bench", "policy_check.py"), policy_dir,
-                             "--env-id", env_id],
+    result = subprocess.run([sys.executable, "-m", "launcher", "policy-check", policy_dir, "--env-id", env_id],
                             cwd=REPO, capture_output=True, text=True, timeout=300)
     lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
     return json.loads(lines[-1]) if lines else {"error": result.stderr[-300:]}

@@ -42,6 +42,13 @@ def _parser() -> argparse.ArgumentParser:
     probe = commands.add_parser("probe", help="grpc.health.v1 check; exit 0 only if SERVING")
     probe.add_argument("address", help="host:port of a role's health endpoint")
     probe.add_argument("--timeout", type=float, default=3.0, help="seconds to wait for the answer")
+    check = commands.add_parser("policy-check", help="replay an exported policy on new episodes; print its returns "
+                                "as one JSON line")
+    check.add_argument("policy_dir", help="a SavedModel policy, e.g. runs/cartpole/evaluator/best_policy")
+    check.add_argument("--env-id", default="CartPole-v1", help="gymnasium env id the policy was trained on")
+    check.add_argument("--episodes", type=int, default=50, help="episodes to play, one env each")
+    check.add_argument("--seed", type=int, default=12_345, help="env i starts from seed + i (keep it apart from the "
+                       "run's evaluation seeds)")
     config = commands.add_parser("config", help="print the configuration reference or a role's resolved settings")
     shown = config.add_mutually_exclusive_group(required=True)
     shown.add_argument("--markdown", action="store_true", help="every setting of every role as Markdown tables")
@@ -98,6 +105,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return print_status(args.replay_address, dict(h.split("=", 1) for h in args.health if "=" in h),
                             args.timeout, root_dir=args.root_dir)
+    if args.command == "policy-check":
+        import json
+
+        from dqn.export import policy_check
+
+        print(json.dumps(policy_check(args.policy_dir, args.env_id, args.episodes, args.seed)), flush=True)
+        return 0
     if args.command == "config":
         return _print_config(args)
     role = ROLES[args.command]

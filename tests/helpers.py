@@ -86,28 +86,6 @@ def make_dataset(config, bundle):
     return sample_dataset(config, bundle).map(bundle.layout.finish_batch())
 
 
-def greedy_returns(policy_dir: str, env_id: str, episodes: int, seed: int):
-    """Returns of one greedy episode per env (env i seeded `seed + i`) of the SavedModel policy in `policy_dir`."""
-    import numpy as np
-    import tensorflow as tf
-    from tf_agents.trajectories import time_step as ts
-
-    from dqn.envs import GymnasiumVectorEnvironment
-
-    policy = tf.saved_model.load(policy_dir)
-    env = GymnasiumVectorEnvironment(env_id, episodes, seed=seed)
-    step, state = env.reset(), policy.get_initial_state(episodes)  # a stateful (RNN) policy carries its state
-    returns = np.zeros(episodes)
-    running = np.ones(episodes, dtype=bool)
-    while running.any():
-        policy_step = policy.action(tf.nest.map_structure(tf.constant, step), state)
-        step, state = env.step(policy_step.action.numpy()), policy_step.state
-        returns += np.where(running, step.reward, 0.0)
-        running &= step.step_type != ts.StepType.LAST
-    env.close()
-    return returns
-
-
 def fill_and_count(address: str, steps: int, num_envs: int = 16) -> int:
     """Writes random CartPole transitions through the actor's writer; returns the replay table's size after."""
     import reverb

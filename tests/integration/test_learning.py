@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
+from dqn.export import replay_policy
 from tests.conftest import REPO
-from tests.helpers import greedy_returns
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -41,8 +41,15 @@ def test_local_defaults_solve_cartpole(tmp_path):
     best_eval = max(trained, key=lambda e: e["average_return"])
     meta = json.loads((root / "evaluator" / "best_policy.json").read_text())
     assert meta == {"train_step": best_eval["train_step"], "average_return": best_eval["average_return"]}
-    replayed = greedy_returns(str(root / "evaluator" / "best_policy"), "CartPole-v1", episodes=10, seed=3 + 99_991)
+    replayed = replay_policy(str(root / "evaluator" / "best_policy"), "CartPole-v1", episodes=10, seed=3 + 99_991)
     assert replayed.mean() == pytest.approx(meta["average_return"])
+    # `dqn-service policy-check` plays it on the same episodes through the CLI and reports the same figures.
+    check = subprocess.run([sys.executable, "-m", "launcher", "policy-check", str(root / "evaluator" / "best_policy"),
+                            "--episodes", "10", "--seed", str(3 + 99_991)],
+                           capture_output=True, text=True, cwd=REPO, timeout=300)
+    reported = json.loads(check.stdout.strip().splitlines()[-1])
+    assert reported["episodes"] == 10 and reported["min_return"] == replayed.min(), check.stdout + check.stderr
+    assert reported["mean_return"] == pytest.approx(replayed.mean(), abs=0.05)
 
 
 def test_book_loop_baseline_runs_and_evaluates():
