@@ -103,7 +103,7 @@ def main() -> None:
     parser.add_argument("--envs", nargs="+", default=["Acrobot-v1", "LunarLander-v3", "CartPole-v1"])
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5])
     parser.add_argument("--budget-s", type=float, default=240.0, help="wall-clock budget per run, s")
-    parser.add_argument("--json", default="learning_suite.json", help="where to write all rows")
+    parser.add_argument("--json", default="runs/learning_suite.json", help="where to write all rows")
     args = parser.parse_args()
     checkpoints = tuple(s for s in CHECKPOINTS_S if s <= args.budget_s) or (int(args.budget_s),)
     print(f"machine: {os.cpu_count()} cores; budget {args.budget_s:.0f} s per run; envs {args.envs}; "
@@ -114,6 +114,7 @@ def main() -> None:
             rows.append(run_one(env_id, seed, args.budget_s, checkpoints))
             print(json.dumps(rows[-1]), flush=True)
     print_table(rows, checkpoints, args.budget_s)
+    os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
     with open(args.json, "w", encoding="utf-8") as handle:
         json.dump({"budget_s": args.budget_s, "rows": rows, "peers": PEERS}, handle, indent=1)
     print(f"wrote {args.json}", flush=True)
