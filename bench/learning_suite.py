@@ -1,7 +1,7 @@
 """What a new user gets: envs x seeds of `dqn-service local --env-id E --seed S --max-wall-time-s T`, no other flags.
 
-For each run: time to the env's reward_threshold (the evaluator's 10-episode greedy average, from launch,
-start-up included), the best greedy return of trained weights by 60/120/240 s (from
+For each run: time to the env's reward_threshold (the evaluator's 10-episode greedy average and its re-check on
+30 fresh episodes, from launch, start-up included), the best greedy return of trained weights by 60/120/240 s (from
 `<root>/evaluator/evals.jsonl`), and the policy check: the exported best policy replayed on 50 new episodes
 (`dqn-service policy-check`). Prints a table with the peer figures beside ours and writes everything as JSON.
 

@@ -1,10 +1,13 @@
 """The best policy the evaluator has seen, kept so a finished run leaves the policy that scored best.
 
 DQN's greedy return oscillates from one evaluation to the next, so the learner's final checkpoint is often not
-the policy that solved. On every new best average return the weights go to `best_weights.npz` (one ~0.3 MB
-write; it survives restarts), and when the evaluator stops, that policy is exported as a SavedModel to
-`best_policy/` with `best_policy.json` (train step and average return) beside it. The export runs once, at stop,
-because tracing a PolicySaver costs ~1-2 s of CPU that would otherwise compete with training.
+the policy that solved. Policies are ranked by their score: the average return on fresh confirmation episodes
+when the evaluator re-checks candidates (`eval_confirm_episodes`), else the evaluation's own average. The highest
+of many noisy 10-episode averages overrates its policy; episodes that took no part in choosing it do not.
+On every new best score the weights go to `best_weights.npz` (one ~0.3 MB write; it survives restarts), and when
+the evaluator stops, that policy is exported as a SavedModel to `best_policy/` with `best_policy.json` (train
+step, average and confirmed return) beside it. The export runs once, at stop, because tracing a PolicySaver costs
+~1-2 s of CPU that would otherwise compete with training.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ class BestPolicy:
         self._meta_path = os.path.join(directory, "best_policy.json")
         self.train_step: int | None = None
         self.average_return = float("-inf")
+        self.confirmed_return: float | None = None
         self._variables: list[np.ndarray] | None = None
         self._load()
         # After a restart, export again unless best_policy/ already holds this best (a killed evaluator may have
@@ -46,11 +50,22 @@ class BestPolicy:
         with np.load(self._weights_path) as saved:
             variables = [saved[f"variable_{i}"] for i in range(int(saved["count"]))]
             train_step, average_return = int(saved["train_step"]), float(saved["average_return"])
+            confirmed = float(saved["confirmed_return"]) if "confirmed_return" in saved.files else None
         if [tuple(v.shape) for v in variables] != self._policy_weights.shapes:
             log.warning("ignoring %s: its shapes do not fit this network (config changed?)", self._weights_path)
             return
         self._variables, self.train_step, self.average_return = variables, train_step, average_return
-        log.info("best policy so far: train step %d, average return %.1f", train_step, average_return)
+        self.confirmed_return = None if confirmed is None or np.isnan(confirmed) else confirmed
+        log.info("best policy so far: train step %d, score %.1f", train_step, self.score)
+
+    @property
+    def score(self) -> float:
+        """What the kept policy is ranked by: its confirmed return if it was re-checked, else its average return."""
+        return self.average_return if self.confirmed_return is None else self.confirmed_return
+
+    def is_candidate(self, train_step: int, average_return: float) -> bool:
+        """True if an evaluation could replace the kept best: trained weights whose average beats its score."""
+        return train_step > 0 and average_return > self.score
 
     def _exported_step(self) -> int | None:
         """The train step of the policy in best_policy/, from best_policy.json (written after the export)."""
@@ -60,17 +75,21 @@ class BestPolicy:
         except (FileNotFoundError, ValueError, KeyError):
             return None
 
-    def offer(self, train_step: int, average_return: float, variables: list[np.ndarray]) -> bool:
-        """Keeps `variables` if they scored better than the best so far; True if they did.
+    def offer(self, train_step: int, average_return: float, variables: list[np.ndarray],
+              confirmed_return: float | None = None) -> bool:
+        """Keeps `variables` if their score (`confirmed_return`, else `average_return`) beats the best's; True if so.
 
         The initial weights (train step 0) are never kept: a lucky untrained network is not a policy to hand out.
         """
-        if train_step <= 0 or average_return <= self.average_return:
+        score = average_return if confirmed_return is None else confirmed_return
+        if not self.is_candidate(train_step, average_return) or score <= self.score:
             return False
         self._variables, self.train_step, self.average_return = list(variables), train_step, average_return
+        self.confirmed_return = confirmed_return
         self._exported = False
         tmp = self._weights_path + ".tmp.npz"
         np.savez(tmp, count=len(variables), train_step=train_step, average_return=average_return,
+                 confirmed_return=np.nan if confirmed_return is None else confirmed_return,
                  **{f"variable_{i}": v for i, v in enumerate(variables)})
         os.replace(tmp, self._weights_path)
         return True
@@ -82,5 +101,6 @@ class BestPolicy:
         self._policy_weights.assign(self._variables)
         export_policy(policy_saver.PolicySaver(self._policy, batch_size=None), self.export_dir, self.train_step)
         with open(self._meta_path, "w", encoding="utf-8") as handle:
-            json.dump({"train_step": self.train_step, "average_return": self.average_return}, handle)
+            json.dump({"train_step": self.train_step, "average_return": self.average_return,
+                       "confirmed_return": self.confirmed_return}, handle)
         self._exported = True

@@ -5,6 +5,11 @@ stepped inside the graph otherwise (evaluator/episodes.py; the episodes are inde
 them one after another, only faster). Every
 evaluation starts the same episodes (the same env seeds), so returns compare across train steps.
 
+An evaluation whose average beats the kept best's score is re-checked on `eval_confirm_episodes` fresh episodes
+(new seeds each time) before its policy is kept (evaluator/best.py); `dqn-service local` counts a run as solved
+only when both averages reach the target. The best of many noisy 10-episode averages overrates its policy, and
+the policy a run hands out must hold on episodes that played no part in choosing it.
+
 Atari ids follow Nature DQN's evaluation protocol (Mnih et al. 2015, Methods): epsilon 0.05 and at most 5 minutes
 of play (18,000 frames). A greedy policy that never presses FIRE in Breakout would otherwise wait out the
 episode cap, and the first evaluations of a run would take minutes each.
@@ -18,6 +23,7 @@ import logging
 import os
 import time
 
+import numpy as np
 import tensorflow as tf
 
 from dqn.agent import build_agent
@@ -55,16 +61,23 @@ def evaluation_protocol(config: EvaluatorConfig) -> tuple[float, EnvOptions]:
     return epsilon, options
 
 
-def make_episodes(config: EvaluatorConfig, bundle) -> GreedyEpisodes | HostGreedyEpisodes:
-    """The evaluator's `eval_episodes` envs and policy loop, built once and reused by every evaluation.
+def make_episodes(config: EvaluatorConfig, bundle, num_episodes: int | None = None
+                  ) -> GreedyEpisodes | HostGreedyEpisodes:
+    """`num_episodes` (default eval_episodes) envs and a policy loop, built once and reused by every evaluation.
 
     Give it weights with `load(variables)` before `run`.
     """
     epsilon, options = evaluation_protocol(config)
-    env = GymnasiumVectorEnvironment(config.env_id, config.eval_episodes, options=options)
+    env = GymnasiumVectorEnvironment(config.env_id, num_episodes or config.eval_episodes, options=options)
     cap = f"{options.max_episode_steps} agent steps" if options.max_episode_steps else "the env's own limit"
-    log.info("evaluation episodes: epsilon %g, at most %s", epsilon, cap)
+    if num_episodes is None:
+        log.info("evaluation episodes: epsilon %g, at most %s", epsilon, cap)
     return greedy_episodes(bundle.agent.policy, bundle.q_network, env, epsilon=epsilon)
+
+
+def confirmation_seed(seed: int, train_step: int) -> int:
+    """Env seeds of a re-check: new for every train step and apart from the evaluation's own episodes."""
+    return int(np.random.SeedSequence([seed, train_step, 7]).generate_state(1)[0])
 
 
 def run(config: EvaluatorConfig) -> int:
@@ -78,6 +91,8 @@ def run(config: EvaluatorConfig) -> int:
                              call_timeout_s=config.rpc_timeout_s)
     check_table_matches(client, bundle, config, role="evaluator")
     episodes = make_episodes(config, bundle)
+    confirmation = make_episodes(config, bundle, config.eval_confirm_episodes) if config.eval_confirm_episodes \
+        else None
     log.info("greedy episodes run %s", "in numpy (plain MLP)" if isinstance(episodes, HostGreedyEpisodes)
              else "inside the graph")
     puller = WeightsPuller(config.replay_address, config.rpc_timeout_s)
@@ -106,25 +121,37 @@ def run(config: EvaluatorConfig) -> int:
         average_return, average_length = episodes.run(config.seed + 99_991, lambda: stop.requested)
         if stop.requested:
             break
-        last_evaluated = weights.train_step
-        best.offer(weights.train_step, average_return, weights.variables)
-        scalars.write(weights.train_step, {"eval/average_return": average_return,
-                                           "eval/average_episode_length": average_length})
-        writer.flush()
+        scalars_now = {"eval/average_return": average_return, "eval/average_episode_length": average_length}
         record = {"train_step": weights.train_step, "average_return": average_return,
-                  "average_episode_length": average_length, "episodes": config.eval_episodes,
-                  "seconds": round(time.monotonic() - started, 3), "time": time.time()}
+                  "average_episode_length": average_length, "episodes": config.eval_episodes}
+        confirmed_return = None
+        if confirmation is not None:
+            record.update(confirm_episodes=config.eval_confirm_episodes, confirmed_return=None)
+            if best.is_candidate(weights.train_step, average_return):
+                confirmation.load(weights.variables)
+                confirmed_return, _ = confirmation.run(confirmation_seed(config.seed, weights.train_step),
+                                                       lambda: stop.requested)
+                if stop.requested:
+                    break
+                record["confirmed_return"] = scalars_now["eval/confirmed_return"] = confirmed_return
+        last_evaluated = weights.train_step
+        best.offer(weights.train_step, average_return, weights.variables, confirmed_return)
+        scalars.write(weights.train_step, scalars_now)
+        writer.flush()
+        record.update(seconds=round(time.monotonic() - started, 3), time=time.time())
         with open(results_path, "a", encoding="utf-8") as handle:
             handle.write(json.dumps(record) + "\n")
+        confirmed = "" if confirmed_return is None else f" confirmed_return={confirmed_return:.1f}"
         print(f"eval train_step={weights.train_step} average_return={average_return:.1f} "
-              f"average_episode_length={average_length:.1f}", flush=True)
+              f"average_episode_length={average_length:.1f}{confirmed}", flush=True)
     log.info("stopping (%s)", stop.signal_name)
     health.set(False)
     puller.close()
     best.export()
     if best.train_step is not None:
-        log.info("best policy: train step %d, average return %.1f, in %s", best.train_step, best.average_return,
-                 best.export_dir)
+        log.info("best policy: train step %d, score %.1f, in %s", best.train_step, best.score, best.export_dir)
     episodes.close()
+    if confirmation is not None:
+        confirmation.close()
     health.stop()
     return 0

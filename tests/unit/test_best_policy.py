@@ -31,7 +31,8 @@ def test_only_a_better_return_replaces_the_best_and_the_export_holds_its_weights
     for variable in bundle.policy_variables:  # the evaluator's live weights move on before the export
         variable.assign(tf.zeros_like(variable))
     best.export()
-    assert json.loads((tmp_path / "best_policy.json").read_text()) == {"train_step": 300, "average_return": 120.0}
+    assert json.loads((tmp_path / "best_policy.json").read_text()) == {"train_step": 300, "average_return": 120.0,
+                                                                       "confirmed_return": None}
     exported = tf.saved_model.load(str(tmp_path / "best_policy"))
     saved = sorted(v.numpy().ravel()[0] for v in exported.model_variables)
     np.testing.assert_allclose(saved, [0.3] * len(bundle.policy_variables))
@@ -50,3 +51,20 @@ def test_a_restarted_evaluator_keeps_the_earlier_best_and_ignores_weights_of_ano
     assert json.loads((tmp_path / "best_policy.json").read_text())["train_step"] == 300
     _, other_network = keeper(tmp_path, layers=(16,))
     assert other_network.train_step is None and other_network.average_return == float("-inf")
+
+
+def test_re_checked_policies_are_ranked_by_their_confirmed_return_and_keep_it_across_restarts(tmp_path):
+    bundle, best = keeper(tmp_path)
+    assert best.offer(100, 90.0, weights_like(bundle, 0.1), confirmed_return=70.0)
+    assert best.score == 70.0
+    # A lucky evaluation: its own episodes say 95, the fresh ones 60, below the kept 70. Not kept.
+    assert best.is_candidate(200, 95.0)
+    assert not best.offer(200, 95.0, weights_like(bundle, 0.2), confirmed_return=60.0)
+    # Below the kept score on its own episodes: not even worth a re-check.
+    assert not best.is_candidate(300, 65.0)
+    assert best.offer(400, 80.0, weights_like(bundle, 0.4), confirmed_return=75.0)
+    _, restarted = keeper(tmp_path)
+    assert (restarted.train_step, restarted.average_return, restarted.confirmed_return) == (400, 80.0, 75.0)
+    restarted.export()
+    assert json.loads((tmp_path / "best_policy.json").read_text()) == {"train_step": 400, "average_return": 80.0,
+                                                                       "confirmed_return": 75.0}

@@ -8,7 +8,7 @@ from actor.collect import actor_epsilon
 from dqn.agent import epsilon_at
 from dqn.config import ActorConfig, CommonConfig
 from dqn.progress import EpisodeStats
-from launcher.local import solves
+from launcher.local import EvalRecords, solves
 from learner.triggers import IntervalTrigger
 
 
@@ -53,6 +53,27 @@ def test_a_run_is_solved_by_an_evaluation_of_trained_weights_at_the_target():
     assert not solves({"train_step": 0, "average_return": 500.0}, 475.0)  # the untrained initial network
     assert not solves(None, 475.0)
     assert not solves({"train_step": 700, "average_return": 500.0}, None)  # no target: run until stopped
+
+
+def test_with_re_checks_a_solve_needs_the_fresh_episodes_to_reach_the_target_too():
+    record = {"train_step": 700, "average_return": -95.0, "confirm_episodes": 30}
+    assert solves({**record, "confirmed_return": -99.0}, -100.0)
+    assert not solves({**record, "confirmed_return": -104.0}, -100.0)
+    assert not solves({**record, "confirmed_return": None}, -100.0)  # not re-checked: not a solve
+    assert not solves({**record, "average_return": -101.0, "confirmed_return": -90.0}, -100.0)
+
+
+def test_eval_records_returns_every_appended_line_once_and_waits_for_a_partial_line(tmp_path):
+    records = EvalRecords(str(tmp_path))
+    assert records.new() == []  # no file yet
+    (tmp_path / "evaluator").mkdir()
+    path = tmp_path / "evaluator" / "evals.jsonl"
+    path.write_text('{"train_step": 1}\n{"train_step": 2}\n{"train_st')
+    assert records.new() == [{"train_step": 1}, {"train_step": 2}]
+    with open(path, "a") as handle:
+        handle.write('ep": 3}\n')
+    assert records.new() == [{"train_step": 3}]
+    assert records.new() == []
 
 
 def test_episode_stats_across_a_batch():
