@@ -7,14 +7,20 @@ For each run: time to the env's reward_threshold (the evaluator's 10-episode gre
 
     python bench/learning_suite.py --envs Acrobot-v1 LunarLander-v3 CartPole-v1 --seeds 1 2 3 4 5 --budget-s 240
 
+`--variants` compares flag sets on the same envs and seeds, e.g. a recurrent Q-network against the default on a
+partially observed env (`--variants "" "--lstm-size 32"`); the summary then gives each variant's median best return
+at the budget and its ratio to the first variant's.
+
 LunarLander-v3 needs the box2d extra (`pip install -c requirements.lock -e '.[box2d]'`).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
+import shlex
 import statistics
 import sys
 
@@ -37,7 +43,10 @@ def reward_threshold(env_id: str) -> float | None:
     """The env's registered reward_threshold: what `dqn-service local` stops at by default."""
     import gymnasium as gym
 
-    return gym.spec(env_id).reward_threshold
+    module, _, name = env_id.rpartition(":")
+    if module:  # a user's `module:EnvId`: importing the module registers the id
+        importlib.import_module(module)
+    return gym.spec(name).reward_threshold
 
 
 def best_by(root: str, started_epoch: float, checkpoints: tuple[int, ...]) -> dict[str, float | None]:
@@ -55,12 +64,12 @@ def best_by(root: str, started_epoch: float, checkpoints: tuple[int, ...]) -> di
     return best
 
 
-def run_one(env_id: str, seed: int, budget_s: float, checkpoints: tuple[int, ...]) -> dict:
-    """One service run with only the env, seed and budget set, summarised."""
-    run = run_service(seed, budget_s, ["--env-id", env_id])
+def run_one(env_id: str, seed: int, budget_s: float, checkpoints: tuple[int, ...], flags: str = "") -> dict:
+    """One service run with only the env, seed, budget (and a variant's `flags`) set, summarised."""
+    run = run_service(seed, budget_s, ["--env-id", env_id, *shlex.split(flags)])
     threshold = reward_threshold(env_id)
     check = run.get("new_episodes") or {}
-    row = {"env_id": env_id, "seed": seed, "threshold": threshold, "solved": run["solved"],
+    row = {"env_id": env_id, "flags": flags, "seed": seed, "threshold": threshold, "solved": run["solved"],
            "time_to_threshold_s": run["wall_time_s"] if run["solved"] else None,
            "env_steps": run.get("env_steps"), "train_steps": run.get("train_steps"),
            "check_mean_return_50": check.get("mean_return"),
@@ -80,20 +89,34 @@ def fmt(value) -> str:
 
 
 def print_table(rows: list[dict], checkpoints: tuple[int, ...], budget_s: float) -> None:
-    """Markdown table of all runs, then per env: solved count, median time (unsolved = budget), peer anchor."""
-    columns = ["env_id", "seed", "time_to_threshold_s", *[f"best_by_{s}s" for s in checkpoints],
+    """Markdown table of all runs, then one summary per env and variant, and the peer anchor.
+
+    The summary: solved count, median time (unsolved = budget), the median best return at the budget and its ratio
+    to the first variant's.
+    """
+    columns = ["env_id", "flags", "seed", "time_to_threshold_s", *[f"best_by_{s}s" for s in checkpoints],
                "check_mean_return_50", "check_holds", "env_steps", "train_steps"]
     print("| " + " | ".join(columns) + " |")
     print("|" + "---|" * len(columns))
     for row in rows:
         print("| " + " | ".join(fmt(row.get(c)) for c in columns) + " |")
+    last = f"best_by_{checkpoints[-1]}s"
     for env_id in dict.fromkeys(r["env_id"] for r in rows):
-        runs = [r for r in rows if r["env_id"] == env_id]
-        times = [r["time_to_threshold_s"] if r["solved"] else budget_s for r in runs]
-        holds = sum(bool(r["check_holds"]) for r in runs)
-        print(f"{env_id}: solved {sum(r['solved'] for r in runs)}/{len(runs)} within {budget_s:.0f} s, median "
-              f"{statistics.median(times):.1f} s (unsolved counted as {budget_s:.0f} s); best policy holds on 50 "
-              f"new episodes: {holds}/{len(runs)}")
+        baseline = None
+        for index, flags in enumerate(dict.fromkeys(r["flags"] for r in rows if r["env_id"] == env_id)):
+            runs = [r for r in rows if r["env_id"] == env_id and r["flags"] == flags]
+            times = [r["time_to_threshold_s"] if r["solved"] else budget_s for r in runs]
+            holds = sum(bool(r["check_holds"]) for r in runs)
+            bests = [r[last] for r in runs if r.get(last) is not None]
+            median_best = statistics.median(bests) if bests else None
+            if index == 0:
+                baseline = median_best
+            ratio = (f", {median_best / baseline:.2f}x the first variant's"
+                     if index and median_best is not None and baseline else "")
+            print(f"{env_id} [{flags or 'defaults'}]: solved {sum(r['solved'] for r in runs)}/{len(runs)} within "
+                  f"{budget_s:.0f} s, median {statistics.median(times):.1f} s (unsolved counted as {budget_s:.0f} s);"
+                  f" median best return by {checkpoints[-1]} s: {fmt(median_best)}{ratio}; best policy holds on 50 "
+                  f"new episodes: {holds}/{len(runs)}")
         print(f"  peer anchor (measured on this box earlier, not re-run): {PEERS.get(env_id, 'none recorded')}")
 
 
@@ -103,16 +126,19 @@ def main() -> None:
     parser.add_argument("--envs", nargs="+", default=["Acrobot-v1", "LunarLander-v3", "CartPole-v1"])
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5])
     parser.add_argument("--budget-s", type=float, default=240.0, help="wall-clock budget per run, s")
+    parser.add_argument("--variants", nargs="+", default=[""],
+                        help="flag sets to compare, each one quoted string ('' = the defaults)")
     parser.add_argument("--json", default="runs/learning_suite.json", help="where to write all rows")
     args = parser.parse_args()
-    checkpoints = tuple(s for s in CHECKPOINTS_S if s <= args.budget_s) or (int(args.budget_s),)
+    checkpoints = tuple(sorted({s for s in CHECKPOINTS_S if s <= args.budget_s} | {int(args.budget_s)}))
     print(f"machine: {os.cpu_count()} cores; budget {args.budget_s:.0f} s per run; envs {args.envs}; "
-          f"seeds {args.seeds}", flush=True)
+          f"seeds {args.seeds}; variants {args.variants}", flush=True)
     rows = []
     for env_id in args.envs:
-        for seed in args.seeds:
-            rows.append(run_one(env_id, seed, args.budget_s, checkpoints))
-            print(json.dumps(rows[-1]), flush=True)
+        for flags in args.variants:
+            for seed in args.seeds:
+                rows.append(run_one(env_id, seed, args.budget_s, checkpoints, flags))
+                print(json.dumps(rows[-1]), flush=True)
     print_table(rows, checkpoints, args.budget_s)
     os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
     with open(args.json, "w", encoding="utf-8") as handle:
