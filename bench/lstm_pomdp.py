@@ -35,7 +35,8 @@ def run_one(env_id: str, variant: str, seed: int, budget_s: float) -> dict:
            "sgd_steps_per_s": round(run["train_steps"] / run["wall_time_s"], 1) if run.get("train_steps") else None,
            "root": run.get("root"), "error": run.get("error")}
     if "started_epoch" in run:
-        row["best_return"] = best_by(run["root"], run["started_epoch"], (int(budget_s),))[f"best_by_{int(budget_s)}s"]
+        best = best_by(run["root"], run["started_epoch"], (int(budget_s),))[f"best_by_{int(budget_s)}s"]
+        row["best_return"] = None if best is None else round(best, 1)
     return row
 
 
