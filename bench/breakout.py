@@ -127,8 +127,8 @@ def part_learner(args: argparse.Namespace) -> None:
                 step()
                 calls += 1
             rate = calls / (time.perf_counter() - start)
-            print(f"learner SGD steps/s, conv net, batch {config.batch_size}, {name}: {rate:8.1f}  "
-                  f"(= {rate * config.batch_size:,.0f} transitions/s)", flush=True)
+            print(f"learner SGD steps/s, conv net, batch {config.train_batch_size()}, {name}: {rate:8.1f}  "
+                  f"(= {rate * config.train_batch_size():,.0f} transitions/s)", flush=True)
 
 
 PARTS = {"replay": part_replay, "actor": part_actor, "learner": part_learner}

@@ -136,7 +136,7 @@ def run_seed(seed: int, args: argparse.Namespace) -> dict:
     run_past_episode_end = shape.run_past_episode_end and not args.observer_windows
     ring = StepRing(config.replay_max_size, num_envs, env.observation_spec().shape, shape.sequence_length,
                     run_past_episode_end, rng, shape.envs_per_item)
-    env_steps_per_train_step = (config.batch_size / config.samples_per_insert if config.samples_per_insert
+    env_steps_per_train_step = (config.train_batch_size() / config.samples_per_insert if config.samples_per_insert
                                 else num_envs)
     if run_past_episode_end:  # what the learner's dataset does to these windows
         train = tf.function(lambda items: learner.agent.train(close_episode_ends(items, config.gamma)),
@@ -165,7 +165,7 @@ def run_seed(seed: int, args: argparse.Namespace) -> dict:
         while credit >= num_envs:
             step_envs(train_step)
             credit -= num_envs
-        train(ring.sample(config.batch_size))
+        train(ring.sample(config.train_batch_size()))
         if train_step % config.publish_interval == 0:
             publish()
         if train_step % config.eval_interval == 0:

@@ -108,14 +108,20 @@ def mlp_network_kwargs(config: CommonConfig, observation_spec) -> dict:
 
 
 def make_q_network(config: CommonConfig, observation_spec, action_spec):
-    """QNetwork (MLP or conv), or QRnnNetwork when lstm_size is set (dense layers before the LSTM)."""
+    """QNetwork (MLP or conv), or QRnnNetwork when lstm_size is set (the dense layers after the LSTM).
+
+    Why after: an LSTM's output is tanh-bounded, so Q-values read straight off it (one linear layer) can only
+    reach returns in the tens through slowly growing weights; a ReLU MLP between the LSTM and the Q-values
+    scales freely, as in the feed-forward network.
+    """
     if config.conv_layer_params is None:
         input_kwargs = mlp_network_kwargs(config, observation_spec)
     else:
         input_kwargs = conv_network_kwargs(config)
     if config.lstm_size:
-        return q_rnn_network.QRnnNetwork(observation_spec, action_spec, input_fc_layer_params=config.fc_layer_params,
-                                         lstm_size=config.lstm_size, output_fc_layer_params=None, **input_kwargs)
+        return q_rnn_network.QRnnNetwork(observation_spec, action_spec, input_fc_layer_params=None,
+                                         lstm_size=config.lstm_size, output_fc_layer_params=config.fc_layer_params,
+                                         **input_kwargs)
     return q_network.QNetwork(observation_spec, action_spec, fc_layer_params=config.fc_layer_params, **input_kwargs)
 
 

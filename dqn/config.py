@@ -15,6 +15,9 @@ from dqn.config_loading import ConfigError, setting
 from dqn.presets import PRESET_NAMES
 from dqn.replay_layout.items import ItemShape, actors_compute_td_errors
 
+#: Transitions per SGD step when batch_size is auto; with an RNN, sequences holding about as many steps.
+AUTO_BATCH_TRANSITIONS = 256
+
 
 @dataclasses.dataclass(frozen=True)
 class CommonConfig:
@@ -41,7 +44,8 @@ class CommonConfig:
                                                      "repeats the previous action)", ge=0, le=1)
     conv_layer_params: tuple[int, ...] | None = setting(None, "Q-network conv layers as filters,kernel,stride "
                                                         "triples, e.g. 32,8,4,64,4,2,64,3,1; none = an MLP", ge=1)
-    fc_layer_params: tuple[int, ...] = setting((256, 256), "Q-network hidden layer sizes, in units, e.g. 256,256", ge=1)
+    fc_layer_params: tuple[int, ...] = setting((256, 256), "Q-network hidden layer sizes, in units, e.g. 256,256; "
+                                               "with lstm_size they follow the LSTM", ge=1)
     observation_scaling: str = setting("narrow", "MLP inputs, scaled inside the network: narrow = features whose Box "
                                        "bound is below 1 divided by it; bounds = every bounded feature; none = raw",
                                        choices=("narrow", "bounds", "none"))
@@ -142,7 +146,8 @@ class ReplayServerConfig(CommonConfig):
 class LearnerConfig(CommonConfig):
     """The learner: dataset, train step, publishing, checkpoints, summaries."""
 
-    batch_size: int = setting(256, "transitions per SGD step", ge=1)
+    batch_size: int = setting(0, "transitions per SGD step (sequences with lstm_size); 0 = auto: 256, or 256 / "
+                              "train_sequence_length sequences with lstm_size", ge=0)
     replay_dataset: str = setting("streams", "learner input: streams (parallel Reverb TrajectoryDatasets, batched in "
                                   "C++) or as_dataset (ReverbReplayBuffer.as_dataset)",
                                   choices=("streams", "as_dataset"))
@@ -171,7 +176,7 @@ class LearnerConfig(CommonConfig):
     def check(self) -> None:
         """The parallel sample streams must fit (as_dataset) or divide (streams) the sampled batch."""
         super().check()
-        total = self.batch_size * self.train_steps_per_call
+        total = self.train_batch_size() * self.train_steps_per_call
         calls = self.parallel_calls()
         if calls > total:
             raise ConfigError("num_parallel_calls", f"must be <= batch_size * train_steps_per_call ({total})")
@@ -197,12 +202,20 @@ class LearnerConfig(CommonConfig):
         few = cpus <= 2
         return (self.intra_op_threads or (1 if few else 0), self.inter_op_threads or (4 if few else 0))
 
+    def train_batch_size(self) -> int:
+        """batch_size with auto (0) resolved: 256 transitions, or with an RNN as many steps in whole sequences."""
+        if self.batch_size:
+            return self.batch_size
+        if self.lstm_size:
+            return max(1, AUTO_BATCH_TRANSITIONS // self.train_sequence_length)
+        return AUTO_BATCH_TRANSITIONS
+
     def parallel_calls(self) -> int:
         """num_parallel_calls with auto (0) resolved for the input pipeline and replay layout."""
         if self.num_parallel_calls:
             return self.num_parallel_calls
         envs = ItemShape.from_config(self).envs_per_item
-        items = max(1, self.batch_size * self.train_steps_per_call // envs)
+        items = max(1, self.train_batch_size() * self.train_steps_per_call // envs)
         if self.replay_dataset == "as_dataset":
             return min(3, items)
         return 2 if envs == 1 and items % 2 == 0 else 1

@@ -32,7 +32,7 @@ def sample_dataset(config: LearnerConfig, bundle: AgentBundle) -> tf.data.Datase
 
 def items_per_batch(config: LearnerConfig, bundle: AgentBundle) -> int:
     """Items sampled for one train call: batch_size * train_steps_per_call transitions as whole items."""
-    return config.batch_size * config.train_steps_per_call // bundle.layout.transitions_per_item
+    return config.train_batch_size() * config.train_steps_per_call // bundle.layout.transitions_per_item
 
 
 def _book_dataset(config: LearnerConfig, bundle: AgentBundle) -> tf.data.Dataset:

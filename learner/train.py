@@ -107,7 +107,7 @@ class Learner:
         self.summary_dir = config.path("learner")
         self.checkpoints = LearnerCheckpoints(os.path.join(self.summary_dir, "checkpoints"), max_to_keep=3,
                                               agent=self.bundle.agent, train_step=self.bundle.train_step)
-        self.train = make_train_fn(self.bundle, config.batch_size, config.train_steps_per_call)
+        self.train = make_train_fn(self.bundle, config.train_batch_size(), config.train_steps_per_call)
         self.writer = tf.summary.create_file_writer(self.summary_dir)
         self.scalars = GraphScalars(self.writer)
         self.priorities: PriorityUpdater | None = None
@@ -149,7 +149,7 @@ class Learner:
         if config.prioritized_replay:
             self.priorities = PriorityUpdater(config.replay_address, REPLAY_TABLE, config.rpc_timeout_s)
         summaries = _Summaries(self, ReplayRates(client, config.rpc_timeout_s, self.layout.transitions_per_item),
-                               BatchStats(self.bundle, config.batch_size, feed.slots, trainer.loss), publisher)
+                               BatchStats(self.bundle, config.train_batch_size(), feed.slots, trainer.loss), publisher)
         step = self.step  # tracked locally: each train call advances the counter by exactly train_steps_per_call
         triggers = [IntervalTrigger(config.publish_interval, lambda at: self.publish(publisher, at), step),
                     IntervalTrigger(config.checkpoint_interval, lambda _: self.save(), step),

@@ -202,4 +202,15 @@ def test_reference_lists_every_setting_once_with_its_roles_and_each_roles_defaul
     health = next(line for line in text.splitlines() if line.startswith("| `--health-port` |"))
     assert "`8001` (replay-server); `0` (others)" in health
     batch = next(line for line in text.splitlines() if line.startswith("| `--batch-size` |"))
-    assert "| learner, local |" in batch and "| `256` |" in batch
+    assert "| learner, local |" in batch and "| `0` |" in batch and "0 = auto: 256" in batch
+
+
+def test_batch_size_auto_is_256_transitions_or_sequences_of_about_as_many_steps_with_an_rnn():
+    assert LearnerConfig().train_batch_size() == 256  # feed-forward: unchanged
+    assert LearnerConfig(lstm_size=(32,)).train_batch_size() == 32  # 32 sequences of 8 steps
+    assert LearnerConfig(lstm_size=(32,), train_sequence_length=10).train_batch_size() == 25
+    assert LearnerConfig(lstm_size=(32,), batch_size=64).train_batch_size() == 64  # an explicit value wins
+    assert LearnerConfig(batch_size=64).train_batch_size() == 64
+    resolved = resolve(LearnerConfig, environ={}, flags={"lstm_size": "32"})
+    resolved.check()
+    assert resolved.train_batch_size() == 32 and resolved.parallel_calls() == 2

@@ -165,6 +165,17 @@ def test_rnn_policy_state_resets_at_episode_start_per_env():
     assert act(ts.TimeStep(*(np.asarray(x) for x in step))).shape == (2,)
 
 
+def test_rnn_dense_layers_follow_the_lstm():
+    from dqn.agent import build_agent
+
+    network = build_agent(CommonConfig(lstm_size=(8,), fc_layer_params=(16,))).q_network
+    shapes = [tuple(v.shape) for v in network.trainable_variables]
+    # CartPole's 4 features go straight into the LSTM (kernel 4 x 4 gates * 8); a 16-unit layer reads its
+    # 8 outputs, and the Q-values (2 actions) read that layer.
+    assert shapes[0] == (4, 32)
+    assert (8, 16) in shapes and shapes[-2:] == [(16, 2), (2,)]
+
+
 def test_rnn_with_n_step_is_refused():
     from dqn.config_loading import ConfigError
 

@@ -1,0 +1,34 @@
+"""The partially observed CartPole of bench/pomdp_envs.py, made as a user's `module:EnvId` is."""
+
+import gymnasium as gym
+import numpy as np
+
+from dqn.envs import EnvOptions, GymnasiumVectorEnvironment, env_specs
+
+ENV_ID = "bench.pomdp_envs:CartPoleNoVelocity-v0"
+
+
+def test_registers_on_import_and_keeps_only_position_and_angle():
+    env, full = gym.make(ENV_ID), gym.make("CartPole-v1")
+    assert env.spec.max_episode_steps == 500 and env.spec.reward_threshold == 475.0
+    assert env.observation_space.shape == (2,)
+    np.testing.assert_allclose(env.observation_space.high, full.observation_space.high[[0, 2]])
+    observation, _ = env.reset(seed=3)
+    full_observation, _ = full.reset(seed=3)
+    np.testing.assert_allclose(observation, full_observation[[0, 2]])
+    for action in [0, 1, 1, 0, 1]:  # same dynamics: the same actions give the same positions and angles
+        observation, reward, terminated, _, _ = env.step(action)
+        full_observation, full_reward, full_terminated, _, _ = full.step(action)
+        np.testing.assert_allclose(observation, full_observation[[0, 2]])
+        assert (reward, terminated) == (full_reward, full_terminated)
+    assert not np.allclose(full_observation[[1, 3]], 0)  # the velocities it drops are real information
+
+
+def test_the_service_makes_it_from_its_module_id():
+    observation, action, threshold = env_specs(ENV_ID, EnvOptions())
+    assert observation.shape == (2,) and int(action.maximum) == 1 and threshold == 475.0
+    envs = GymnasiumVectorEnvironment(ENV_ID, num_envs=2, seed=0)
+    try:
+        assert envs.reset().observation.shape == (2, 2)
+    finally:
+        envs.close()
