@@ -273,8 +273,10 @@ class EvaluatorConfig(CommonConfig):
     eval_interval: int = setting(100, "train steps between evaluations: newer weights are evaluated once this far "
                                  "past the last evaluated", ge=1)
     eval_episodes: int = setting(10, "greedy episodes per evaluation", ge=1)
-    eval_confirm_episodes: int = setting(30, "fresh episodes that re-check an evaluation before its policy may "
-                                         "become the kept best or meet the target return; 0 = no re-check", ge=0)
+    eval_confirm_episodes: int = setting(30, "fresh episodes that re-check a new best evaluation reaching "
+                                         "target_return (any new best if there is none); 0 = no re-check", ge=0)
+    target_return: float | None = setting(None, "the return to reach: `local` stops once an evaluation "
+                                          "and its re-check reach it; none = the env's reward_threshold")
     eval_epsilon: float | None = setting(
         None, "evaluation policy's random-action probability; none = auto: 0.05 for Atari ids (Nature DQN), "
               "0 (greedy) otherwise", ge=0, le=1)
@@ -291,8 +293,6 @@ class LocalConfig(LearnerConfig, ActorConfig, EvaluatorConfig, ReplayServerConfi
 
     tensorboard: bool = setting(False, "also start TensorBoard on 127.0.0.1 and print its URL")
     tensorboard_port: int = setting(6006, "TensorBoard's TCP port on 127.0.0.1", ge=1, le=65535)
-    target_return: float | None = setting(None, "stop once the evaluation average return and its re-check "
-                                          "reach this; none = the env's reward_threshold")
     max_wall_time_s: float = setting(0.0, "stop after this many seconds; 0 = no limit", ge=0)
     max_role_restarts: int = setting(3, "restarts of a role that exited non-zero (with backoff) allowed within "
                                      "role_restart_window_s; one more exit ends the run; 0 = no restarts", ge=0)

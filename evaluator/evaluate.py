@@ -5,10 +5,13 @@ stepped inside the graph otherwise (evaluator/episodes.py; the episodes are inde
 them one after another, only faster). Every
 evaluation starts the same episodes (the same env seeds), so returns compare across train steps.
 
-An evaluation whose average beats the kept best's score is re-checked on `eval_confirm_episodes` fresh episodes
-(new seeds each time) before its policy is kept (evaluator/best.py); `dqn-service local` counts a run as solved
-only when both averages reach the target. The best of many noisy 10-episode averages overrates its policy, and
-the policy a run hands out must hold on episodes that played no part in choosing it.
+An evaluation whose average beats the kept best's score and reaches the target return (`target_return`, else the
+env's reward_threshold; any new best when there is neither) is re-checked on `eval_confirm_episodes` fresh
+episodes (new seeds each time) before its policy is kept (evaluator/best.py); `dqn-service local` counts a run as
+solved only when both averages reach the target. The best of many noisy 10-episode averages overrates its policy,
+and the policy a run hands out must hold on episodes that played no part in choosing it. Only candidates at the
+target are re-checked because a re-check holds up the next evaluations: re-checking every improvement of an
+improving policy left gaps of hundreds of train steps in which short-lived solving policies went unseen.
 
 Atari ids follow Nature DQN's evaluation protocol (Mnih et al. 2015, Methods): epsilon 0.05 and at most 5 minutes
 of play (18,000 frames). A greedy policy that never presses FIRE in Breakout would otherwise wait out the
@@ -91,6 +94,7 @@ def run(config: EvaluatorConfig) -> int:
                              call_timeout_s=config.rpc_timeout_s)
     check_table_matches(client, bundle, config, role="evaluator")
     episodes = make_episodes(config, bundle)
+    target = config.target_return if config.target_return is not None else bundle.reward_threshold
     confirmation = make_episodes(config, bundle, config.eval_confirm_episodes) if config.eval_confirm_episodes \
         else None
     log.info("greedy episodes run %s", "in numpy (plain MLP)" if isinstance(episodes, HostGreedyEpisodes)
@@ -127,7 +131,7 @@ def run(config: EvaluatorConfig) -> int:
         confirmed_return = None
         if confirmation is not None:
             record.update(confirm_episodes=config.eval_confirm_episodes, confirmed_return=None)
-            if best.is_candidate(weights.train_step, average_return):
+            if best.is_candidate(weights.train_step, average_return) and (target is None or average_return >= target):
                 confirmation.load(weights.variables)
                 confirmed_return, _ = confirmation.run(confirmation_seed(config.seed, weights.train_step),
                                                        lambda: stop.requested)

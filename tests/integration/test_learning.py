@@ -36,6 +36,8 @@ def test_local_defaults_solve_cartpole(tmp_path):
     assert summary and summary.group(1) == "yes", result.stdout[-3000:]
     # The solve needed the evaluation's own 10 episodes and 30 fresh ones (the re-check) to reach the threshold.
     solving = next(e for e in trained if e["average_return"] >= SOLVED and (e["confirmed_return"] or 0) >= SOLVED)
+    # Only evaluations at the threshold are re-checked: below it a re-check would only hold up the next evaluations.
+    assert all(e["confirmed_return"] is None for e in evals if e["average_return"] < SOLVED), evals
     # Even when the solve comes before the first progress report, the summary counts the steps that led to it.
     assert int(summary.group(4)) >= solving["train_step"] > 0 and int(summary.group(3)) > 0, (summary.group(0), evals)
     # The evaluator leaves the best policy it saw, ranked by its re-check, as a SavedModel. Replayed on the
