@@ -24,3 +24,7 @@ def test_best_by_without_evaluations(tmp_path):
 
 def test_thresholds_are_the_envs_own():
     assert (reward_threshold("CartPole-v1"), reward_threshold("Acrobot-v1")) == (475.0, -100.0)
+
+
+def test_a_users_module_env_id_is_imported_for_its_threshold():
+    assert reward_threshold("bench.pomdp_envs:CartPoleNoVelocity-v0") == 475.0
