@@ -286,6 +286,10 @@ class EvaluatorConfig(CommonConfig):
     poll_interval_s: float = setting(0.5, "seconds between checks for newer weights", gt=0)
     health_port: int = setting(0, "TCP port of the grpc.health.v1 service; 0 = disabled", ge=0, le=65535)
 
+    def resolved_target_return(self, reward_threshold: float | None) -> float | None:
+        """target_return, else the env's reward_threshold: one rule, so the evaluator re-checks where `local` stops."""
+        return self.target_return if self.target_return is not None else reward_threshold
+
 
 @dataclasses.dataclass(frozen=True)
 class LocalConfig(LearnerConfig, ActorConfig, EvaluatorConfig, ReplayServerConfig):

@@ -94,7 +94,7 @@ def run(config: EvaluatorConfig) -> int:
                              call_timeout_s=config.rpc_timeout_s)
     check_table_matches(client, bundle, config, role="evaluator")
     episodes = make_episodes(config, bundle)
-    target = config.target_return if config.target_return is not None else bundle.reward_threshold
+    target = config.resolved_target_return(bundle.reward_threshold)
     confirmation = make_episodes(config, bundle, config.eval_confirm_episodes) if config.eval_confirm_episodes \
         else None
     log.info("greedy episodes run %s", "in numpy (plain MLP)" if isinstance(episodes, HostGreedyEpisodes)

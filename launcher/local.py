@@ -237,8 +237,7 @@ def solves(evaluation: dict | None, target: float | None) -> bool:
 def run(config: LocalConfig) -> int:
     """Runs the local topology to completion; returns the exit code."""
     stop = StopSignal()
-    target = (config.target_return if config.target_return is not None
-              else env_specs(config.env_id, EnvOptions.from_config(config))[2])
+    target = config.resolved_target_return(env_specs(config.env_id, EnvOptions.from_config(config))[2])
     topology = Topology(config)
     started = time.monotonic()
     topology.start()
