@@ -5,7 +5,8 @@ seeds. This model keeps what shapes learning and drops the transport: the same `
 optimizer, target updates), the same batched gymnasium envs (2 actors x 32 by default), the same ratio of env steps
 to SGD steps (batch_size / samples_per_insert), the same epsilon schedule, the actors' policy lag (weights copied
 every publish interval) and the evaluator's test (greedy average >= 475 over 10 episodes every eval interval, from
-the same 10 start states each time, as the evaluator does; `--fresh-eval-seeds` draws new ones per evaluation).
+the same 10 start states each time, as the evaluator does, then >= 475 on its re-check of 30 fresh episodes;
+`--fresh-eval-seeds` draws new start states per evaluation, `-- --eval-confirm-episodes 0` drops the re-check).
 Replay is an in-memory FIFO ring of the same items (sequence_length steps of one env, by the writer's rules: never
 across an episode boundary, except n-step windows, which may run past an episode end and are closed by the
 learner's `close_episode_ends`), sampled uniformly; with envs_per_item > 1 (the default) as blocks of E envs'
@@ -115,7 +116,7 @@ def run_seed(seed: int, args: argparse.Namespace) -> dict:
     from dqn.replay_layout.items import ItemShape
     from dqn.replay_layout.unpack import close_episode_ends
     from dqn.weights.flat import FlatWeights
-    from evaluator.evaluate import make_episodes
+    from evaluator.evaluate import confirmation_seed, make_episodes
 
     config = resolve(LocalConfig, flags={**args.flags, "seed": str(seed)}, environ={})
     tf.random.set_seed(seed)
@@ -131,6 +132,8 @@ def run_seed(seed: int, args: argparse.Namespace) -> dict:
     env = GymnasiumVectorEnvironment(config.env_id, num_envs, seed=seed)
     collect = batched_actions(acting.agent.collect_policy, num_envs)
     episodes = make_episodes(dataclasses.replace(config, eval_episodes=10), learner)
+    confirmation = make_episodes(config, learner, config.eval_confirm_episodes) if config.eval_confirm_episodes \
+        else None
     learner_weights = FlatWeights(learner.policy_variables)
     shape = ItemShape.from_config(config)
     run_past_episode_end = shape.run_past_episode_end and not args.observer_windows
@@ -159,7 +162,7 @@ def run_seed(seed: int, args: argparse.Namespace) -> dict:
 
     while env_steps < max(warmup, config.replay_min_size):
         step_envs(0)
-    started, evals, solved_at, max_mean_q = time.monotonic(), [], None, 0.0
+    started, evals, rechecks, solved_at, max_mean_q = time.monotonic(), [], [], None, 0.0
     for train_step in range(1, args.steps + 1):
         credit += env_steps_per_train_step
         while credit >= num_envs:
@@ -176,12 +179,19 @@ def run_seed(seed: int, args: argparse.Namespace) -> dict:
             episodes.load(learner_weights.read())
             average_return, _ = episodes.run(eval_seed)
             evals.append((train_step, round(average_return)))
+            if average_return >= SOLVED_RETURN and confirmation is not None:
+                # The evaluator's re-check: the run counts as solved only if 30 fresh episodes agree.
+                confirmation.load(learner_weights.read())
+                confirmed, _ = confirmation.run(confirmation_seed(seed, train_step))
+                rechecks.append((train_step, round(confirmed)))
+                if confirmed < SOLVED_RETURN:
+                    continue
             if average_return >= SOLVED_RETURN:
                 solved_at = train_step
                 break
     return {"seed": seed, "solved_at_train_step": solved_at, "best_eval_return": max(r for _, r in evals),
             "env_steps": env_steps, "max_mean_q": round(max_mean_q, 1), "seconds": round(time.monotonic() - started),
-            "evals_every_1000": [e for e in evals if e[0] % 1000 == 0]}
+            "evals_every_1000": [e for e in evals if e[0] % 1000 == 0], "rechecks": rechecks}
 
 
 def main() -> None:
