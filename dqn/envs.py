@@ -183,7 +183,8 @@ class GymnasiumVectorEnvironment(py_environment.PyEnvironment):
 
     A sub-env that raises is recreated and reset (dqn/env_faults.py): its step comes back as a truncation,
     `faulted` marks it, `restarts` counts it, and each fault is logged once with its traceback. More than
-    `max_restarts` restarts within `restart_window` env steps raise EnvFailed (None: no limit).
+    `max_restarts` restarts within `restart_window` env steps raise EnvFailed (None: no limit). `cut_short` marks
+    the envs whose first episode since the last reset ended in a fault (the evaluator leaves those out).
     """
 
     def __init__(self, env_id: str, num_envs: int, seed: int | None = None, options: EnvOptions | None = None,
@@ -212,6 +213,8 @@ class GymnasiumVectorEnvironment(py_environment.PyEnvironment):
         self._steps = 0
         self.restarts = 0
         self.faulted = np.zeros(num_envs, dtype=bool)
+        self.cut_short = np.zeros(num_envs, dtype=bool)
+        self._first_episode_over = np.zeros(num_envs, dtype=bool)
         self._num_envs = num_envs
         self._observation_spec = observation_spec(self._vector_env.single_observation_space)
         self._action_spec = action_spec(self._vector_env.single_action_space)
@@ -245,6 +248,8 @@ class GymnasiumVectorEnvironment(py_environment.PyEnvironment):
         observation, _ = self._vector_env.reset(seed=self._seed)
         self._seed = None
         self._episode_ended[:] = False
+        self.cut_short = np.zeros(self._num_envs, dtype=bool)
+        self._first_episode_over[:] = False
         self._take_faults()
         return ts.restart(np.asarray(observation, dtype=self._dtype), batch_size=self._num_envs)
 
@@ -252,7 +257,10 @@ class GymnasiumVectorEnvironment(py_environment.PyEnvironment):
         observation, reward, terminated, truncated, _ = self._vector_env.step(np.asarray(action))
         self._steps += self._num_envs
         self._take_faults()
-        return self.time_step_from_gym(observation, reward, terminated, truncated)
+        time_step = self.time_step_from_gym(observation, reward, terminated, truncated)
+        self.cut_short |= self.faulted & ~self._first_episode_over
+        self._first_episode_over |= time_step.step_type == ts.StepType.LAST
+        return time_step
 
     def _take_faults(self) -> None:
         """Logs and counts the faults of the last reset or step; `faulted` marks envs whose step raised."""

@@ -1,5 +1,8 @@
 """Evaluation episodes, one per env, without a Python-to-TF call per env step.
 
+An episode that an env fault cut short (dqn/env_faults.py: the env raised and was recreated) is left out of
+the averages, and `cut_short` says how many were; if all were, the averages are NaN.
+
 The policy is greedy, or epsilon-greedy with the evaluator's `eval_epsilon` (Atari's protocol: see
 evaluator/evaluate.py).
 
@@ -27,6 +30,15 @@ from dqn.numpy_policy import HostEpsilonGreedy, HostQNetwork
 from dqn.weights.flat import FlatWeights
 
 
+def averages_of_whole_episodes(returns: np.ndarray, lengths: np.ndarray, cut_short: np.ndarray
+                               ) -> tuple[float, float]:
+    """(average return, average length) over the episodes no env fault cut short; NaN if none is left."""
+    kept = ~cut_short
+    if not kept.any():
+        return float("nan"), float("nan")
+    return float(returns[kept].mean()), float(lengths[kept].mean())
+
+
 def greedy_episodes(policy, q_network, env: GymnasiumVectorEnvironment,
                     epsilon: float = 0.0) -> GreedyEpisodes | HostGreedyEpisodes:
     """The numpy loop when the mirror copies `q_network` exactly, else the in-graph loop of `policy`.
@@ -48,6 +60,7 @@ class HostGreedyEpisodes:
         self._action_spec = action_spec
         self._env = env
         self._epsilon = epsilon
+        self.cut_short = 0  # episodes of the last run left out: an env fault ended them
 
     def load(self, variables: list[np.ndarray]) -> None:
         """Evaluate these weights from now on."""
@@ -56,7 +69,8 @@ class HostGreedyEpisodes:
     def run(self, seed: int, stop_requested=lambda: False) -> tuple[float, float]:
         """(average return, average length) over one episode per env, the envs reset with `seed`.
 
-        Stops early (returning the partial averages) once `stop_requested()` is true between steps.
+        Episodes cut short by an env fault are left out. Stops early (returning the partial averages) once
+        `stop_requested()` is true between steps.
         """
         self._env.reseed(seed)
         # Random actions drawn from `seed` too, so every evaluation plays the same episodes for the same weights.
@@ -71,7 +85,8 @@ class HostGreedyEpisodes:
             returns += np.where(running, time_step.reward, 0.0)
             lengths += running
             running &= time_step.step_type != ts.StepType.LAST
-        return float(returns.mean()), float(lengths.mean())
+        self.cut_short = int(self._env.cut_short.sum())
+        return averages_of_whole_episodes(returns, lengths, self._env.cut_short)
 
     def close(self) -> None:
         """Closes the envs."""
@@ -88,6 +103,7 @@ class GreedyEpisodes:
         self._py_env = env
         self._tf_env = tf_py_environment.TFPyEnvironment(env)
         self._chunk_steps = chunk_steps
+        self.cut_short = 0  # episodes of the last run left out: an env fault ended them
         num_envs = env.batch_size
 
         def variable(initial):
@@ -102,8 +118,7 @@ class GreedyEpisodes:
         self._running = variable(tf.zeros([num_envs], tf.bool))
         self._start_graph = tf.function(self._start, autograph=False)
         self._advance_graph = tf.function(self._advance, autograph=False)
-        self._averages_graph = tf.function(
-            lambda: tf.stack([tf.reduce_mean(self._returns), tf.reduce_mean(self._lengths)]), autograph=False)
+        self._totals_graph = tf.function(lambda: tf.stack([self._returns, self._lengths]), autograph=False)
 
     def load(self, variables: list[np.ndarray]) -> None:
         """Evaluate these weights from now on (assigned to the policy's variables in one graph call)."""
@@ -112,14 +127,16 @@ class GreedyEpisodes:
     def run(self, seed: int, stop_requested=lambda: False) -> tuple[float, float]:
         """(average return, average length) over one episode per env, the envs reset with `seed`.
 
-        Stops early (returning the partial averages) once `stop_requested()` is true between chunks.
+        Episodes cut short by an env fault are left out. Stops early (returning the partial averages) once
+        `stop_requested()` is true between chunks.
         """
         self._py_env.reseed(seed)
         self._start_graph()
         while not stop_requested() and bool(self._advance_graph()):
             pass
-        average_return, average_length = self._averages_graph().numpy()
-        return float(average_return), float(average_length)
+        returns, lengths = self._totals_graph().numpy()
+        self.cut_short = int(self._py_env.cut_short.sum())
+        return averages_of_whole_episodes(returns, lengths, self._py_env.cut_short)
 
     def _start(self) -> None:
         time_step = self._tf_env.reset()

@@ -12,6 +12,8 @@ solved only when both averages reach the target. The best of many noisy 10-episo
 and the policy a run hands out must hold on episodes that played no part in choosing it. Only candidates at the
 target are re-checked because a re-check holds up the next evaluations: re-checking every improvement of an
 improving policy left gaps of hundreds of train steps in which short-lived solving policies went unseen.
+Episodes that an env fault cut short are left out of both averages (a partial return says nothing about the
+policy), and a policy with no whole episode is not scored.
 
 Atari ids follow Nature DQN's evaluation protocol (Mnih et al. 2015, Methods): epsilon 0.05 and at most 5 minutes
 of play (18,000 frames). A greedy policy that never presses FIRE in Breakout would otherwise wait out the
@@ -23,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import math
 import os
 import time
 
@@ -125,9 +128,16 @@ def run(config: EvaluatorConfig) -> int:
         average_return, average_length = episodes.run(config.seed + 99_991, lambda: stop.requested)
         if stop.requested:
             break
+        if math.isnan(average_return):  # no whole episode to score the policy on: wait for the next one
+            log.warning("train step %d: every evaluation episode ended in an env fault; not scored",
+                        weights.train_step)
+            last_evaluated = weights.train_step
+            continue
         scalars_now = {"eval/average_return": average_return, "eval/average_episode_length": average_length}
         record = {"train_step": weights.train_step, "average_return": average_return,
-                  "average_episode_length": average_length, "episodes": config.eval_episodes}
+                  "average_episode_length": average_length, "episodes": config.eval_episodes - episodes.cut_short}
+        if episodes.cut_short:
+            record["cut_short_episodes"] = episodes.cut_short
         confirmed_return = None
         if confirmation is not None:
             record.update(confirm_episodes=config.eval_confirm_episodes, confirmed_return=None)
@@ -137,7 +147,12 @@ def run(config: EvaluatorConfig) -> int:
                                                        lambda: stop.requested)
                 if stop.requested:
                     break
-                record["confirmed_return"] = scalars_now["eval/confirmed_return"] = confirmed_return
+                if math.isnan(confirmed_return):  # every re-check episode ended in an env fault: no re-check
+                    confirmed_return = None
+                else:
+                    record["confirmed_return"] = scalars_now["eval/confirmed_return"] = confirmed_return
+                if confirmation.cut_short:
+                    record["confirm_cut_short_episodes"] = confirmation.cut_short
         last_evaluated = weights.train_step
         best.offer(weights.train_step, average_return, weights.variables, confirmed_return)
         scalars.write(weights.train_step, scalars_now)

@@ -133,3 +133,36 @@ def test_greedy_episodes_carry_an_rnn_state():
     graph = greedy_episodes(rnn.agent.policy, rnn.q_network, GymnasiumVectorEnvironment("CartPole-v1", 2))
     assert isinstance(graph, GreedyEpisodes)
     graph.close()
+
+
+@pytest.mark.parametrize("loop", ["graph", "numpy"])
+def test_episodes_cut_short_by_an_env_fault_are_left_out(bundle, loop):
+    import tests.flaky_env  # noqa: F401 - registers FlakyCartPole-v0 (CartPole that raises at its n-th step)
+
+    for weights_seed in (1, 2, 3, 4, 5):  # weights whose 6 episodes differ in length
+        randomize(bundle, weights_seed)
+        returns, lengths = python_loop(bundle.agent.policy, 6, seed=11, max_episode_steps=60)
+        if lengths.min() < lengths.max():
+            break
+    # Each flaky env raises at its own `fail_every`-th step: the longest episodes are cut, the others are whole.
+    # Envs keep stepping after their episode ends, so some raise later on: those episodes still count.
+    fail_every = int(lengths.max())
+    env = GymnasiumVectorEnvironment("FlakyCartPole-v0", 6, max_episode_steps=60, fail_every=fail_every)
+    if loop == "graph":
+        episodes = GreedyEpisodes(bundle.agent.policy, env, chunk_steps=7)
+    else:
+        episodes = greedy_episodes(bundle.agent.policy, bundle.q_network, env)
+        episodes.load(FlatWeights(bundle.policy_variables).read())
+    average_return, average_length = episodes.run(11)
+    whole = lengths < fail_every
+    assert episodes.cut_short == (~whole).sum() >= 1 and env.restarts >= episodes.cut_short
+    assert average_return == pytest.approx(returns[whole].mean())
+    assert average_length == pytest.approx(lengths[whole].mean())
+    episodes.close()
+
+
+def test_an_evaluation_whose_episodes_were_all_cut_short_has_no_average():
+    from evaluator.episodes import averages_of_whole_episodes
+
+    assert averages_of_whole_episodes(np.array([3.0, 5.0]), np.array([3, 5]), np.array([False, True])) == (3.0, 3.0)
+    assert all(np.isnan(averages_of_whole_episodes(np.array([3.0]), np.array([3]), np.array([True]))))
