@@ -183,8 +183,9 @@ class GymnasiumVectorEnvironment(py_environment.PyEnvironment):
 
     A sub-env that raises is recreated and reset (dqn/env_faults.py): its step comes back as a truncation,
     `faulted` marks it, `restarts` counts it, and each fault is logged once with its traceback. More than
-    `max_restarts` restarts within `restart_window` env steps raise EnvFailed (None: no limit). `cut_short` marks
-    the envs whose first episode since the last reset ended in a fault (the evaluator leaves those out).
+    `max_restarts` restarts within `restart_window` env steps raise EnvFailed (None: no limit). `step_faults`
+    lists (vector step since the last reset, sub-env) of each step that raised, so the evaluator can tell which
+    episodes a fault cut short without any per-step bookkeeping here.
     """
 
     def __init__(self, env_id: str, num_envs: int, seed: int | None = None, options: EnvOptions | None = None,
@@ -213,8 +214,8 @@ class GymnasiumVectorEnvironment(py_environment.PyEnvironment):
         self._steps = 0
         self.restarts = 0
         self.faulted = np.zeros(num_envs, dtype=bool)
-        self.cut_short = np.zeros(num_envs, dtype=bool)
-        self._first_episode_over = np.zeros(num_envs, dtype=bool)
+        self.step_faults: list[tuple[int, int]] = []
+        self._steps_at_reset = 0
         self._num_envs = num_envs
         self._observation_spec = observation_spec(self._vector_env.single_observation_space)
         self._action_spec = action_spec(self._vector_env.single_action_space)
@@ -248,8 +249,8 @@ class GymnasiumVectorEnvironment(py_environment.PyEnvironment):
         observation, _ = self._vector_env.reset(seed=self._seed)
         self._seed = None
         self._episode_ended[:] = False
-        self.cut_short = np.zeros(self._num_envs, dtype=bool)
-        self._first_episode_over[:] = False
+        self.step_faults = []
+        self._steps_at_reset = self._steps
         self._take_faults()
         return ts.restart(np.asarray(observation, dtype=self._dtype), batch_size=self._num_envs)
 
@@ -257,10 +258,7 @@ class GymnasiumVectorEnvironment(py_environment.PyEnvironment):
         observation, reward, terminated, truncated, _ = self._vector_env.step(np.asarray(action))
         self._steps += self._num_envs
         self._take_faults()
-        time_step = self.time_step_from_gym(observation, reward, terminated, truncated)
-        self.cut_short |= self.faulted & ~self._first_episode_over
-        self._first_episode_over |= time_step.step_type == ts.StepType.LAST
-        return time_step
+        return self.time_step_from_gym(observation, reward, terminated, truncated)
 
     def _take_faults(self) -> None:
         """Logs and counts the faults of the last reset or step; `faulted` marks envs whose step raised."""
@@ -268,7 +266,9 @@ class GymnasiumVectorEnvironment(py_environment.PyEnvironment):
         self.faulted = np.zeros(self._num_envs, dtype=bool)
         for fault in faults:  # each already logged with its traceback by the sub-env
             self.restarts += 1
-            self.faulted[fault.index] |= fault.phase == "step"
+            if fault.phase == "step":
+                self.faulted[fault.index] = True
+                self.step_faults.append(((self._steps - self._steps_at_reset) // self._num_envs, fault.index))
         self._budget.charge(faults, self._steps)
 
     def time_step_from_gym(self, observation: np.ndarray, reward: np.ndarray, terminated: np.ndarray,

@@ -30,6 +30,14 @@ from dqn.numpy_policy import HostEpsilonGreedy, HostQNetwork
 from dqn.weights.flat import FlatWeights
 
 
+def cut_short_by_faults(lengths: np.ndarray, step_faults: list[tuple[int, int]]) -> np.ndarray:
+    """Which envs' first episode an env fault ended: a faulted step ends its episode, so its step is the length."""
+    cut_short = np.zeros(len(lengths), dtype=bool)
+    for step, index in step_faults:  # a fault after the episode had ended leaves it whole
+        cut_short[index] |= lengths[index] == step
+    return cut_short
+
+
 def averages_of_whole_episodes(returns: np.ndarray, lengths: np.ndarray, cut_short: np.ndarray
                                ) -> tuple[float, float]:
     """(average return, average length) over the episodes no env fault cut short; NaN if none is left."""
@@ -85,8 +93,9 @@ class HostGreedyEpisodes:
             returns += np.where(running, time_step.reward, 0.0)
             lengths += running
             running &= time_step.step_type != ts.StepType.LAST
-        self.cut_short = int(self._env.cut_short.sum())
-        return averages_of_whole_episodes(returns, lengths, self._env.cut_short)
+        cut_short = cut_short_by_faults(lengths, self._env.step_faults)
+        self.cut_short = int(cut_short.sum())
+        return averages_of_whole_episodes(returns, lengths, cut_short)
 
     def close(self) -> None:
         """Closes the envs."""
@@ -135,8 +144,9 @@ class GreedyEpisodes:
         while not stop_requested() and bool(self._advance_graph()):
             pass
         returns, lengths = self._totals_graph().numpy()
-        self.cut_short = int(self._py_env.cut_short.sum())
-        return averages_of_whole_episodes(returns, lengths, self._py_env.cut_short)
+        cut_short = cut_short_by_faults(lengths, self._py_env.step_faults)
+        self.cut_short = int(cut_short.sum())
+        return averages_of_whole_episodes(returns, lengths, cut_short)
 
     def _start(self) -> None:
         time_step = self._tf_env.reset()
