@@ -219,12 +219,15 @@ class Actor:
     def run(self) -> None:
         """Collects until a stop signal or max_env_steps."""
         config = self.config
-        next_refresh = config.warmup_steps
+        next_refresh, next_refresh_time = config.warmup_steps, 0.0
         self.time_step = self.env.reset()
         while not self.stop.requested and not (config.max_env_steps and self.env_steps >= config.max_env_steps):
             if self.env_steps >= config.warmup_steps:
-                if self.env_steps >= next_refresh:
+                # Why a time bound too: with few or slow envs, env steps alone would let the policy fall hundreds
+                # of train steps behind the learner (and exploration that follows the greedy policy stall).
+                if self.env_steps >= next_refresh or time.monotonic() >= next_refresh_time:
                     next_refresh = self.env_steps + config.weights_refresh_interval
+                    next_refresh_time = time.monotonic() + config.weights_refresh_interval_s
                     self.puller.request()
                 self._apply_new_weights()
                 if self.weights_step < 0:

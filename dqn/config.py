@@ -232,6 +232,8 @@ class ActorConfig(CommonConfig):
     warmup_steps: int = setting(1000, "env steps per actor with a uniformly random policy before the Q-network acts",
                                 ge=0)
     weights_refresh_interval: int = setting(400, "env steps between pulls of the latest published weights", ge=1)
+    weights_refresh_interval_s: float = setting(0.1, "seconds between pulls of the latest weights, whichever of this "
+                                                "and weights_refresh_interval comes first", gt=0)
     max_pending_items: int = setting(8, "unconfirmed replay items per stream (env or block of envs) before the actor "
                                      "waits; one writer holds at most 32", ge=1)
     max_env_steps: int = setting(0, "stop after this many env steps; 0 = run until stopped", ge=0)

@@ -23,7 +23,7 @@ class WeightsPuller:
     puller is doing ("waiting for first weights", "replay unreachable", "ok").
     """
 
-    def __init__(self, address: str, timeout_s: float, min_interval_s: float = 0.5):
+    def __init__(self, address: str, timeout_s: float, min_interval_s: float = 0.05):
         self._address = address
         self._timeout_s = timeout_s
         self._min_interval_s = min_interval_s
@@ -32,6 +32,7 @@ class WeightsPuller:
         self._lock = threading.Lock()
         self._latest: PublishedWeights | None = None
         self._last_step = -1
+        self._last_inserts = -1  # the variables table's insert count at the last download
         self.status = "waiting for first weights"
         self.failures = 0
         threading.Thread(target=self._run, name="weights-puller", daemon=True).start()
@@ -52,10 +53,21 @@ class WeightsPuller:
         self._stop.set()
         self._wanted.set()
 
-    def _fetch(self, client: reverb.Client) -> PublishedWeights | None:
-        if server_info(client, self._timeout_s)[VARIABLES_TABLE].current_size == 0:
+    def _fetch(self, client: reverb.Client) -> PublishedWeights | None | bool:
+        """New weights; None while nothing is published; False when nothing was published since the last fetch.
+
+        Why the insert count: asking costs one small RPC, downloading costs the whole network, so readers may
+        ask often (a short policy lag whatever their speed) and download only what the learner has published.
+        """
+        info = server_info(client, self._timeout_s)[VARIABLES_TABLE]
+        if info.current_size == 0:
             return None
-        return sample_weights(client)
+        inserts = info.rate_limiter_info.insert_stats.completed
+        if inserts == self._last_inserts:
+            return False
+        weights = sample_weights(client)
+        self._last_inserts = inserts
+        return weights
 
     def _run(self) -> None:
         caller, client = DeadlineCaller(), reverb.Client(self._address)
@@ -79,7 +91,7 @@ class WeightsPuller:
                     self._wanted.set()  # keep polling until the learner publishes
                 else:
                     self.status = "ok"
-                    if weights.train_step != self._last_step:
+                    if weights is not False and weights.train_step != self._last_step:
                         self._last_step = weights.train_step
                         with self._lock:
                             self._latest = weights
