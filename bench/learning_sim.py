@@ -15,6 +15,7 @@ windows at one time, every window included, as the block writer stores them.
 It measures train steps to solve, not seconds: multiply by the service's SGD steps/s (learner log) for wall time.
 
     python bench/learning_sim.py --seeds 1 2 3 4 5 6 -- --batch-size 256
+    python bench/learning_sim.py --seeds 1 --steps 60000 --solved-return -110 -- --env-id MountainCar-v0 ...
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ import numpy as np  # noqa: E402
 from tf_agents.trajectories import time_step as ts  # noqa: E402
 from tf_agents.trajectories import trajectory  # noqa: E402
 
-SOLVED_RETURN = 475.0
+SOLVED_RETURN = 475.0  # CartPole-v1; --solved-return for other envs
 
 
 class StepRing:
@@ -179,14 +180,14 @@ def run_seed(seed: int, args: argparse.Namespace) -> dict:
             episodes.load(learner_weights.read())
             average_return, _ = episodes.run(eval_seed)
             evals.append((train_step, round(average_return)))
-            if average_return >= SOLVED_RETURN and confirmation is not None:
+            if average_return >= args.solved_return and confirmation is not None:
                 # The evaluator's re-check: the run counts as solved only if 30 fresh episodes agree.
                 confirmation.load(learner_weights.read())
                 confirmed, _ = confirmation.run(confirmation_seed(seed, train_step))
                 rechecks.append((train_step, round(confirmed)))
-                if confirmed < SOLVED_RETURN:
+                if confirmed < args.solved_return:
                     continue
-            if average_return >= SOLVED_RETURN:
+            if average_return >= args.solved_return:
                 solved_at = train_step
                 break
     return {"seed": seed, "solved_at_train_step": solved_at, "best_eval_return": max(r for _, r in evals),
@@ -201,6 +202,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=6000, help="train-step budget per seed")
     parser.add_argument("--observer-windows", action="store_true",
                         help="n-step items only within one episode (TF-Agents' observer rule; their targets diverge)")
+    parser.add_argument("--solved-return", type=float, default=SOLVED_RETURN,
+                        help="average return that counts as solved (the env's reward_threshold; with --env-id)")
     parser.add_argument("--fresh-eval-seeds", action="store_true",
                         help="new start states per evaluation (the evaluator reuses one seed)")
     parser.add_argument("extra", nargs="*", help="service flags after --, e.g. -- --batch-size 256")

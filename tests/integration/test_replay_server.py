@@ -1,7 +1,9 @@
 """Replay server as a real subprocess: TF-Agents writes and samples, checkpoint/restore, health, busy port."""
 
 import pathlib
+import time
 
+import numpy as np
 import pytest
 import reverb
 from tf_agents.drivers import py_driver
@@ -12,8 +14,9 @@ from bench.single_env import GymnasiumEnvironment
 from dqn.agent import build_agent
 from dqn.config import CommonConfig
 from dqn.replay_layout.items import REPLAY_TABLE, VARIABLES_TABLE
+from dqn.weights.puller import WeightsPuller
 from dqn.weights.wire import publish_weights
-from tests.conftest import health_status, run_cli
+from tests.conftest import health_status, run_cli, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -140,3 +143,36 @@ def test_restored_checkpoint_with_other_config_is_reported(replay_server_factory
     assert result.returncode == 2
     # 100,000 and 5,000 transitions in items of 16 (the default envs_per_item).
     assert "replay.max_size is 6250 items in the checkpoint, 313 in the config" in result.stderr
+
+
+def test_puller_downloads_only_what_was_published_since(replay_server_factory):
+    """Readers may ask often: an ask with nothing new published costs no download of the weights."""
+    server = replay_server_factory(*NO_LIMITER)
+    bundle = build_agent(CommonConfig())
+    client = reverb.Client(server.address)
+    variables = [v.numpy() for v in bundle.policy_variables]
+
+    def downloads():
+        return client.server_info(timeout=10)[VARIABLES_TABLE].rate_limiter_info.sample_stats.completed
+
+    puller = WeightsPuller(server.address, timeout_s=10, min_interval_s=0.01)
+    try:
+        publish_weights(client, variables, 5)
+        wait_until(lambda: (weights := puller.latest()) is not None and weights.train_step == 5, 20, "weights 5")
+        before = downloads()
+        for _ in range(20):  # asks with nothing new: no sample of the variables table
+            puller.request()
+            time.sleep(0.02)
+        assert downloads() == before and puller.latest() is None and puller.status == "ok"
+        publish_weights(client, [v + 1 for v in variables], 6)
+
+        def arrived() -> bool:
+            puller.request()
+            weights = puller.latest()
+            return weights is not None and weights.train_step == 6 and np.array_equal(weights.variables[0],
+                                                                                      variables[0] + 1)
+
+        wait_until(arrived, 20, "weights 6", interval_s=0.05)
+        assert downloads() == before + 1
+    finally:
+        puller.close()
