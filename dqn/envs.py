@@ -183,9 +183,10 @@ class GymnasiumVectorEnvironment(py_environment.PyEnvironment):
 
     A sub-env that raises is recreated and reset (dqn/env_faults.py): its step comes back as a truncation,
     `faulted` marks it, `restarts` counts it, and each fault is logged once with its traceback. More than
-    `max_restarts` restarts within `restart_window` env steps raise EnvFailed (None: no limit). `step_faults`
-    lists (vector step since the last reset, sub-env) of each step that raised, so the evaluator can tell which
-    episodes a fault cut short without any per-step bookkeeping here.
+    `max_restarts` restarts within `restart_window` env steps raise EnvFailed (None: no limit). `first_step_fault`
+    holds, per sub-env, the vector step (since the last reset) of its first step that raised, -1 if none, so the
+    evaluator can tell which episodes a fault cut short without any per-step bookkeeping here; only the first
+    matters, because a faulted step ends its episode.
     """
 
     def __init__(self, env_id: str, num_envs: int, seed: int | None = None, options: EnvOptions | None = None,
@@ -214,7 +215,7 @@ class GymnasiumVectorEnvironment(py_environment.PyEnvironment):
         self._steps = 0
         self.restarts = 0
         self.faulted = np.zeros(num_envs, dtype=bool)
-        self.step_faults: list[tuple[int, int]] = []
+        self.first_step_fault = np.full(num_envs, -1, dtype=np.int64)
         self._steps_at_reset = 0
         self._num_envs = num_envs
         self._observation_spec = observation_spec(self._vector_env.single_observation_space)
@@ -249,7 +250,7 @@ class GymnasiumVectorEnvironment(py_environment.PyEnvironment):
         observation, _ = self._vector_env.reset(seed=self._seed)
         self._seed = None
         self._episode_ended[:] = False
-        self.step_faults = []
+        self.first_step_fault[:] = -1
         self._steps_at_reset = self._steps
         self._take_faults()
         return ts.restart(np.asarray(observation, dtype=self._dtype), batch_size=self._num_envs)
@@ -268,7 +269,8 @@ class GymnasiumVectorEnvironment(py_environment.PyEnvironment):
             self.restarts += 1
             if fault.phase == "step":
                 self.faulted[fault.index] = True
-                self.step_faults.append(((self._steps - self._steps_at_reset) // self._num_envs, fault.index))
+                if self.first_step_fault[fault.index] < 0:
+                    self.first_step_fault[fault.index] = (self._steps - self._steps_at_reset) // self._num_envs
         self._budget.charge(faults, self._steps)
 
     def time_step_from_gym(self, observation: np.ndarray, reward: np.ndarray, terminated: np.ndarray,

@@ -30,12 +30,12 @@ from dqn.numpy_policy import HostEpsilonGreedy, HostQNetwork
 from dqn.weights.flat import FlatWeights
 
 
-def cut_short_by_faults(lengths: np.ndarray, step_faults: list[tuple[int, int]]) -> np.ndarray:
-    """Which envs' first episode an env fault ended: a faulted step ends its episode, so its step is the length."""
-    cut_short = np.zeros(len(lengths), dtype=bool)
-    for step, index in step_faults:  # a fault after the episode had ended leaves it whole
-        cut_short[index] |= lengths[index] == step
-    return cut_short
+def cut_short_by_faults(lengths: np.ndarray, first_step_fault: np.ndarray) -> np.ndarray:
+    """Which envs' first episode an env fault ended: a faulted step ends its episode, so its step is the length.
+
+    A first fault after the episode had ended leaves it whole; -1 (no fault) never equals a length.
+    """
+    return first_step_fault == lengths
 
 
 def averages_of_whole_episodes(returns: np.ndarray, lengths: np.ndarray, cut_short: np.ndarray
@@ -93,7 +93,7 @@ class HostGreedyEpisodes:
             returns += np.where(running, time_step.reward, 0.0)
             lengths += running
             running &= time_step.step_type != ts.StepType.LAST
-        cut_short = cut_short_by_faults(lengths, self._env.step_faults)
+        cut_short = cut_short_by_faults(lengths, self._env.first_step_fault)
         self.cut_short = int(cut_short.sum())
         return averages_of_whole_episodes(returns, lengths, cut_short)
 
@@ -144,7 +144,7 @@ class GreedyEpisodes:
         while not stop_requested() and bool(self._advance_graph()):
             pass
         returns, lengths = self._totals_graph().numpy()
-        cut_short = cut_short_by_faults(lengths, self._py_env.step_faults)
+        cut_short = cut_short_by_faults(lengths, self._py_env.first_step_fault)
         self.cut_short = int(cut_short.sum())
         return averages_of_whole_episodes(returns, lengths, cut_short)
 
