@@ -15,6 +15,9 @@ from dqn.weights.wire import PublishedWeights, sample_weights
 
 log = logging.getLogger(__name__)
 
+#: What `_fetch` returns when nothing was published since its last download.
+_UNCHANGED = object()
+
 
 class WeightsPuller:
     """Fetches the latest published weights on a daemon thread; the caller never blocks.
@@ -53,8 +56,8 @@ class WeightsPuller:
         self._stop.set()
         self._wanted.set()
 
-    def _fetch(self, client: reverb.Client) -> PublishedWeights | None | bool:
-        """New weights; None while nothing is published; False when nothing was published since the last fetch.
+    def _fetch(self, client: reverb.Client) -> PublishedWeights | None | object:
+        """New weights; None while nothing is published; `_UNCHANGED` when nothing was published since the last.
 
         Why the insert count: asking costs one small RPC, downloading costs the whole network, so readers may
         ask often (a short policy lag whatever their speed) and download only what the learner has published.
@@ -64,7 +67,7 @@ class WeightsPuller:
             return None
         inserts = info.rate_limiter_info.insert_stats.completed
         if inserts == self._last_inserts:
-            return False
+            return _UNCHANGED
         weights = sample_weights(client)
         self._last_inserts = inserts
         return weights
@@ -91,7 +94,7 @@ class WeightsPuller:
                     self._wanted.set()  # keep polling until the learner publishes
                 else:
                     self.status = "ok"
-                    if weights is not False and weights.train_step != self._last_step:
+                    if weights is not _UNCHANGED and weights.train_step != self._last_step:
                         self._last_step = weights.train_step
                         with self._lock:
                             self._latest = weights
