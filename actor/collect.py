@@ -19,6 +19,7 @@ from actor.td_priority import ActorTdPriorities
 from dqn.agent import batched_actions, batched_actions_and_q_values, build_agent, epsilon_at
 from dqn.config import ActorConfig
 from dqn.envs import EnvOptions, GymnasiumVectorEnvironment, env_specs
+from dqn.exploration import HeldRandomActions
 from dqn.health import start_health
 from dqn.numpy_policy import HostEpsilonGreedy, HostQNetwork
 from dqn.progress import EpisodeStats, write_progress
@@ -105,6 +106,7 @@ class Actor:
         self.writer = tf.summary.create_file_writer(self.summary_dir)
         self.scalars = GraphScalars(self.writer)
         self.epsilon = config.epsilon_start  # the value in the collect policy's epsilon variable
+        self.held_random = self._held_random_actions()
         self.rng = np.random.default_rng(self.seed)
         self.stats = EpisodeStats(config.num_envs)
         self.weights_step = -1
@@ -125,6 +127,16 @@ class Actor:
             return None
         return HostEpsilonGreedy(network, self.bundle.action_spec, seed=self.seed + 1)
 
+    def _held_random_actions(self) -> HeldRandomActions | None:
+        """Held random actions (epsilon_hold_exponent > 0); the policies then act greedily and these replace epsilon."""
+        if not self.config.epsilon_hold_exponent:
+            return None
+        if self.host_policy is None:
+            self.bundle.epsilon.assign(0.0)
+        spec = self.bundle.action_spec
+        return HeldRandomActions(self.config.num_envs, int(spec.minimum), int(spec.maximum),
+                                 self.config.epsilon_hold_exponent, seed=self.seed + 2)
+
     def _apply_new_weights(self) -> None:
         weights = self.puller.latest()
         if weights is None:
@@ -137,7 +149,7 @@ class Actor:
         self.weights_step = weights.train_step
         epsilon = actor_epsilon(self.config, self.weights_step)
         if epsilon != self.epsilon:  # constant after the decay: no eager assign (and its kept tensor) per refresh
-            if self.host_policy is None:  # only the graph policy reads the variable; numpy gets self.epsilon per step
+            if self.host_policy is None and self.held_random is None:  # numpy and holds get self.epsilon per step
                 self.bundle.epsilon.assign(epsilon)
             self.epsilon = epsilon
 
@@ -173,11 +185,14 @@ class Actor:
             action = self.rng.integers(int(spec.minimum), int(spec.maximum) + 1, size=config.num_envs,
                                        dtype=np.int64)
         elif self.host_policy is not None:
-            action, q_values = self.host_policy.actions_and_q_values(self.time_step.observation, self.epsilon)
+            policy_epsilon = 0.0 if self.held_random is not None else self.epsilon
+            action, q_values = self.host_policy.actions_and_q_values(self.time_step.observation, policy_epsilon)
         elif self.td_priorities is not None:
             action, q_values = self.act_and_q(self.time_step)
         else:
             action = self.act(self.time_step)
+        if self.held_random is not None:
+            action = self.held_random.actions(action, 1.0 if warming_up else self.epsilon)
         self._wait_for_replay()
         next_time_step = self.env.step(action)
         faulted = self.env.faulted

@@ -12,6 +12,7 @@ import dataclasses
 import os
 
 from dqn.config_loading import ConfigError, setting
+from dqn.exploration import check_hold_exponent
 from dqn.presets import PRESET_NAMES
 from dqn.replay_layout.items import ItemShape, actors_compute_td_errors
 
@@ -61,6 +62,9 @@ class CommonConfig:
                                    ge=0, le=1)
     epsilon_end: float = setting(0.1, "collect-policy epsilon once the decay is over", ge=0, le=1)
     epsilon_decay_steps: int = setting(2000, "train steps over which epsilon decays linearly from start to end", ge=1)
+    epsilon_hold_exponent: float = setting(2.0, "an actor holds each random action for a zeta(this)-distributed "
+                                           "number of steps (temporally extended epsilon-greedy); 0 = one step each",
+                                           ge=0)
     replay_max_size: int = setting(100_000, "replay table capacity, in transitions (the oldest are removed first)",
                                    ge=1)
     replay_min_size: int = setting(1000, "transitions in replay before the learner may sample", ge=1)
@@ -88,6 +92,8 @@ class CommonConfig:
                                                  f"got {self.replay_min_size}")
         if self.epsilon_end > self.epsilon_start:
             raise ConfigError("epsilon_end", f"must be <= epsilon_start ({self.epsilon_start})")
+        if (problem := check_hold_exponent(self.epsilon_hold_exponent)) is not None:
+            raise ConfigError("epsilon_hold_exponent", problem)
         host, _, port = self.replay_address.rpartition(":")
         if not host or not port.isdigit() or not 0 < int(port) < 65536:
             raise ConfigError("replay_address", f"must be host:port, e.g. localhost:8000; got {self.replay_address!r}")

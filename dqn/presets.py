@@ -29,6 +29,7 @@ BREAKOUT = {
     "epsilon_start": 1.0,                   # the book and Nature DQN
     "epsilon_end": 0.01,                    # the book (Nature DQN: 0.1)
     "epsilon_decay_steps": 62_500,          # the book: 250,000 agent steps // update period 4 = 1M frames (Nature)
+    "epsilon_hold_exponent": 0.0,           # the book and Nature DQN: one-step random actions
     "replay_max_size": 1_000_000,           # the book and Nature DQN: 1M transitions
     "replay_min_size": 20_000,              # the book: 20,000 random warm-up steps (Nature DQN: 50,000)
     "batch_size": 32,                       # Nature DQN: minibatch 32 (the book: 64)

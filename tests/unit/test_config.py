@@ -66,6 +66,7 @@ def test_conversions():
     ({"num_parallel_calls": "32"}, "num_parallel_calls", "must divide the items per sampled batch (16 items of 16"),
     ({"lstm_size": "8", "envs_per_item": "4"}, "envs_per_item", "must be 1 (or 0 = auto) with an RNN"),
     ({"replay_min_size": "8"}, "replay_min_size", "must be >= envs_per_item (16)"),
+    ({"epsilon_hold_exponent": "1"}, "epsilon_hold_exponent", "must be 0 (one-step random actions) or > 1"),
 ])
 def test_bad_values_name_the_field(flags, field, fragment):
     with pytest.raises(ConfigError) as error:

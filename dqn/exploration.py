@@ -1,0 +1,74 @@
+"""Temporally extended epsilon-greedy: a random action, once drawn, is held for a heavy-tailed number of steps.
+
+Plain epsilon-greedy dithers: one random step at a time, which a greedy policy undoes at once, so states that need
+many consistent random steps to reach (a car rocking up a hill, a far corner of a maze) are almost never seen.
+Holding each random action for n ~ zeta(exponent) steps (Dabney, Ostrovski and Barreto, "Temporally-Extended
+epsilon-Greedy Exploration", ICLR 2021) keeps most holds at one or two steps, while the heavy tail now and then
+commits to one action long enough to get somewhere new.
+
+Unlike the paper, where epsilon is the chance of starting a hold (so the share of random steps grows to about
+epsilon times the mean hold), holds here start just often enough that the expected share of random steps is
+epsilon: the epsilon schedule keeps its meaning, and only the arrangement of random steps changes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+#: Longest hold; it only caps the zeta tail (the paper's 10,000).
+MAX_HOLD_STEPS = 10_000
+
+
+def mean_hold_steps(exponent: float) -> float:
+    """Expected hold length under zeta(exponent) capped at MAX_HOLD_STEPS (exponent > 1)."""
+    lengths = np.arange(1, MAX_HOLD_STEPS + 1, dtype=np.float64)
+    weights = lengths ** -exponent
+    # zeta(exponent): the capped sum plus its tail, whose integral approximation is exact enough here.
+    zeta = weights.sum() + MAX_HOLD_STEPS ** (1 - exponent) / (exponent - 1)
+    beyond_cap = 1.0 - weights.sum() / zeta
+    return float((lengths * weights).sum() / zeta + MAX_HOLD_STEPS * beyond_cap)
+
+
+def hold_start_probability(epsilon: float, mean_hold: float) -> float:
+    """The chance that an env not holding starts a hold, so that the long-run share of random steps is epsilon.
+
+    A cycle is (1 - p) / p greedy steps, then one hold of mean m: the random share p m / (1 + p (m - 1)) equals
+    epsilon at p = epsilon / (m - epsilon (m - 1)); 1 at epsilon 1, 0 at epsilon 0.
+    """
+    return epsilon / (mean_hold - epsilon * (mean_hold - 1.0))
+
+
+def check_hold_exponent(exponent: float) -> str | None:
+    """Why `exponent` is not a valid hold exponent (zeta needs > 1; 0 = plain epsilon-greedy), or None."""
+    if exponent == 0 or exponent > 1:
+        return None
+    return f"must be 0 (one-step random actions) or > 1 (a zeta distribution's exponent); got {exponent}"
+
+
+class HeldRandomActions:
+    """Per env: the held random action while a hold runs, else maybe start one, else the greedy action.
+
+    Holds start with `hold_start_probability`, so the share of random steps is epsilon. A hold runs across
+    episode ends, as in the paper; an env's hold is the only state kept between steps.
+    """
+
+    def __init__(self, num_envs: int, minimum: int, maximum: int, exponent: float, seed: int):
+        if exponent <= 1:
+            raise ValueError(f"hold exponent must be > 1, got {exponent}")
+        self._minimum, self._maximum, self._exponent = minimum, maximum, exponent
+        self._mean_hold = mean_hold_steps(exponent)
+        self._rng = np.random.default_rng(seed)
+        self._steps_left = np.zeros(num_envs, np.int64)
+        self._held = np.zeros(num_envs, np.int64)
+
+    def actions(self, greedy_actions: np.ndarray, epsilon: float) -> np.ndarray:
+        """The envs' actions this step: a held random action where one is running, else the greedy one."""
+        start_probability = hold_start_probability(epsilon, self._mean_hold)
+        starts = (self._steps_left <= 0) & (self._rng.random(len(self._steps_left)) < start_probability)
+        count = int(starts.sum())
+        if count:
+            self._held[starts] = self._rng.integers(self._minimum, self._maximum + 1, count)
+            self._steps_left[starts] = np.minimum(self._rng.zipf(self._exponent, count), MAX_HOLD_STEPS)
+        holding = self._steps_left > 0
+        self._steps_left[holding] -= 1
+        return np.where(holding, self._held, greedy_actions).astype(greedy_actions.dtype)
