@@ -3,13 +3,13 @@
 A full `dqn-service local` run costs 2-3 minutes of both cores per seed, too slow to compare settings over many
 seeds. This model keeps what shapes learning and drops the transport: the same `build_agent` (network, agent,
 optimizer, target updates), the same batched gymnasium envs (2 actors x 32 by default), the same ratio of env steps
-to SGD steps (batch_size / samples_per_insert), the same epsilon schedule, the actors' policy lag (weights copied
-every publish interval) and the evaluator's test (greedy average >= 475 over 10 episodes every eval interval, from
-the same 10 start states each time, as the evaluator does, then >= 475 on its re-check of 30 fresh episodes;
-`--fresh-eval-seeds` draws new start states per evaluation, `-- --eval-confirm-episodes 0` drops the re-check).
-Replay is an in-memory FIFO ring of the same items (sequence_length steps of one env, by the writer's rules: never
-across an episode boundary, except n-step windows, which may run past an episode end and are closed by the
-learner's `close_episode_ends`), sampled uniformly; with envs_per_item > 1 (the default) as blocks of E envs'
+to SGD steps (batch_size / samples_per_insert), the same epsilon schedule and held random actions, the actors'
+policy lag (weights copied every publish interval) and the evaluator's test (greedy average >= 475 over 10 episodes
+every eval interval, from the same 10 start states each time, as the evaluator does, then >= 475 on its re-check of
+30 fresh episodes; `--fresh-eval-seeds` draws new start states per evaluation, `-- --eval-confirm-episodes 0` drops
+the re-check). Replay is an in-memory FIFO ring of the same items (sequence_length steps of one env, by the writer's
+rules: never across an episode boundary, except n-step windows, which may run past an episode end and are closed by
+the learner's `close_episode_ends`), sampled uniformly; with envs_per_item > 1 (the default) as blocks of E envs'
 windows at one time, every window included, as the block writer stores them.
 
 It measures train steps to solve, not seconds: multiply by the service's SGD steps/s (learner log) for wall time.
@@ -114,6 +114,7 @@ def run_seed(seed: int, args: argparse.Namespace) -> dict:
     from dqn.config import LocalConfig
     from dqn.config_loading import resolve
     from dqn.envs import GymnasiumVectorEnvironment
+    from dqn.exploration import HeldRandomActions
     from dqn.replay_layout.items import ItemShape
     from dqn.replay_layout.unpack import close_episode_ends
     from dqn.weights.flat import FlatWeights
@@ -150,13 +151,19 @@ def run_seed(seed: int, args: argparse.Namespace) -> dict:
     time_step = env.reset()
     env_steps, credit, warmup = 0, 0.0, config.warmup_steps * config.num_actors
 
+    held = (HeldRandomActions(num_envs, 0, int(env.action_spec().maximum), config.epsilon_hold_exponent, seed + 2)
+            if config.epsilon_hold_exponent else None)  # the actors' rule: greedy policy, held random actions
+
     def step_envs(train_step: int) -> None:
         nonlocal time_step, env_steps
+        epsilon = 1.0 if env_steps < warmup else epsilon_at(config, train_step)
         if env_steps < warmup:
             action = rng.integers(0, env.action_spec().maximum + 1, size=num_envs).astype(np.int64)
         else:
-            acting.epsilon.assign(epsilon_at(config, train_step))
+            acting.epsilon.assign(0.0 if held else epsilon)
             action = collect(time_step)
+        if held:
+            action = held.actions(action, epsilon)
         next_time_step = env.step(action)
         ring.add(time_step, action, next_time_step)
         time_step, env_steps = next_time_step, env_steps + num_envs
