@@ -192,7 +192,8 @@ class Actor:
         else:
             action = self.act(self.time_step)
         if self.held_random is not None:
-            action = self.held_random.actions(action, 1.0 if warming_up else self.epsilon)
+            action = self.held_random.actions(action, 1.0 if warming_up else self.epsilon,
+                                              episode_starts=self.time_step.step_type == ts.StepType.FIRST)
         self._wait_for_replay()
         next_time_step = self.env.step(action)
         faulted = self.env.faulted

@@ -163,7 +163,7 @@ def run_seed(seed: int, args: argparse.Namespace) -> dict:
             acting.epsilon.assign(0.0 if held else epsilon)
             action = collect(time_step)
         if held:
-            action = held.actions(action, epsilon)
+            action = held.actions(action, epsilon, episode_starts=time_step.step_type == ts.StepType.FIRST)
         next_time_step = env.step(action)
         ring.add(time_step, action, next_time_step)
         time_step, env_steps = next_time_step, env_steps + num_envs

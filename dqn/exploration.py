@@ -6,9 +6,13 @@ Holding each random action for n ~ zeta(exponent) steps (Dabney, Ostrovski and B
 epsilon-Greedy Exploration", ICLR 2021) keeps most holds at one or two steps, while the heavy tail now and then
 commits to one action long enough to get somewhere new.
 
-Unlike the paper, where epsilon is the chance of starting a hold (so the share of random steps grows to about
-epsilon times the mean hold), holds here start just often enough that the expected share of random steps is
-epsilon: the epsilon schedule keeps its meaning, and only the arrangement of random steps changes.
+Two choices differ from the paper. There epsilon is the chance of starting a hold, so the share of random steps grows
+to about epsilon times the mean hold; here holds start just often enough that the share of random steps is epsilon,
+so the epsilon schedule keeps its meaning and only the arrangement of random steps changes. And a hold ends with its
+episode: carried into the next one, a long hold plays whole episodes of one action (dozens of CartPole episodes in a
+row), which teach nothing that its first one did not, and takes the random steps that would otherwise start holds
+elsewhere. With holds cut at episode ends the mean hold depends on the env's episode lengths, so the start
+probability follows a running mean of the lengths the holds actually had.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ import numpy as np
 
 #: Longest hold; it only caps the zeta tail (the paper's 10,000).
 MAX_HOLD_STEPS = 10_000
+#: Weight of each finished hold in the running mean of hold lengths: about the last thousand holds count.
+HOLD_MEAN_RATE = 1e-3
 
 
 def mean_hold_steps(exponent: float) -> float:
@@ -48,27 +54,49 @@ def check_hold_exponent(exponent: float) -> str | None:
 class HeldRandomActions:
     """Per env: the held random action while a hold runs, else maybe start one, else the greedy action.
 
-    Holds start with `hold_start_probability`, so the share of random steps is epsilon. A hold runs across
-    episode ends, as in the paper; an env's hold is the only state kept between steps.
+    Holds start with `hold_start_probability` of the running mean hold, so the share of random steps is epsilon.
+    A hold ends after its drawn length or at its episode's end; an env's hold is the only state kept between steps.
     """
 
     def __init__(self, num_envs: int, minimum: int, maximum: int, exponent: float, seed: int):
         if exponent <= 1:
             raise ValueError(f"hold exponent must be > 1, got {exponent}")
         self._minimum, self._maximum, self._exponent = minimum, maximum, exponent
-        self._mean_hold = mean_hold_steps(exponent)
+        # Until holds have finished, the uncut mean: an overestimate, so the random share starts at most epsilon.
+        self.mean_hold = mean_hold_steps(exponent)
         self._rng = np.random.default_rng(seed)
         self._steps_left = np.zeros(num_envs, np.int64)
+        self._steps_taken = np.zeros(num_envs, np.int64)
         self._held = np.zeros(num_envs, np.int64)
 
-    def actions(self, greedy_actions: np.ndarray, epsilon: float) -> np.ndarray:
-        """The envs' actions this step: a held random action where one is running, else the greedy one."""
-        start_probability = hold_start_probability(epsilon, self._mean_hold)
+    def actions(self, greedy_actions: np.ndarray, epsilon: float,
+                episode_starts: np.ndarray | None = None) -> np.ndarray:
+        """The envs' actions this step: a held random action where one is running, else the greedy one.
+
+        `episode_starts` marks the envs whose current step begins an episode: their holds end there.
+        """
+        if episode_starts is not None:
+            cut = episode_starts & (self._steps_left > 0)
+            self._finish(cut)
+        start_probability = hold_start_probability(epsilon, self.mean_hold)
         starts = (self._steps_left <= 0) & (self._rng.random(len(self._steps_left)) < start_probability)
         count = int(starts.sum())
         if count:
             self._held[starts] = self._rng.integers(self._minimum, self._maximum + 1, count)
             self._steps_left[starts] = np.minimum(self._rng.zipf(self._exponent, count), MAX_HOLD_STEPS)
+            self._steps_taken[starts] = 0
         holding = self._steps_left > 0
         self._steps_left[holding] -= 1
+        self._steps_taken[holding] += 1
+        self._finish(holding & (self._steps_left == 0))
         return np.where(holding, self._held, greedy_actions).astype(greedy_actions.dtype)
+
+    def _finish(self, ending: np.ndarray) -> None:
+        """Ends the marked envs' holds and folds their lengths into the running mean."""
+        count = int(ending.sum())
+        if not count:
+            return
+        keep = (1.0 - HOLD_MEAN_RATE) ** count
+        self.mean_hold = keep * self.mean_hold + (1.0 - keep) * float(self._steps_taken[ending].mean())
+        self._steps_left[ending] = 0
+        self._steps_taken[ending] = 0
