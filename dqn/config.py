@@ -63,7 +63,8 @@ class CommonConfig:
     epsilon_end: float = setting(0.1, "collect-policy epsilon once the decay is over", ge=0, le=1)
     epsilon_decay_steps: int = setting(2000, "train steps over which epsilon decays linearly from start to end", ge=1)
     epsilon_hold_exponent: float = setting(2.0, "an actor holds each random action for a zeta(this)-distributed "
-                                           "number of steps (temporally extended epsilon-greedy); 0 = one step each",
+                                           "number of steps, at most to its episode's end (temporally extended "
+                                           "epsilon-greedy); 0 = one step each",
                                            ge=0)
     replay_max_size: int = setting(100_000, "replay table capacity, in transitions (the oldest are removed first)",
                                    ge=1)
