@@ -163,7 +163,8 @@ def run_seed(seed: int, args: argparse.Namespace) -> dict:
             acting.epsilon.assign(0.0 if held else epsilon)
             action = collect(time_step)
         if held:
-            action = held.actions(action, epsilon, episode_starts=time_step.step_type == ts.StepType.FIRST)
+            action = held.actions(action, epsilon, episode_starts=None if args.carry_holds
+                                  else time_step.step_type == ts.StepType.FIRST)
         next_time_step = env.step(action)
         ring.add(time_step, action, next_time_step)
         time_step, env_steps = next_time_step, env_steps + num_envs
@@ -211,6 +212,8 @@ def main() -> None:
                         help="n-step items only within one episode (TF-Agents' observer rule; their targets diverge)")
     parser.add_argument("--solved-return", type=float, default=SOLVED_RETURN,
                         help="average return that counts as solved (the env's reward_threshold; with --env-id)")
+    parser.add_argument("--carry-holds", action="store_true",
+                        help="held random actions go on across episode ends (the paper's rule; the actors cut them)")
     parser.add_argument("--fresh-eval-seeds", action="store_true",
                         help="new start states per evaluation (the evaluator reuses one seed)")
     parser.add_argument("extra", nargs="*", help="service flags after --, e.g. -- --batch-size 256")
