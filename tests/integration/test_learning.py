@@ -16,24 +16,43 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(600
 SOLVED = 475  # CartPole-v1's reward_threshold
 
 
-def test_local_defaults_solve_cartpole(tmp_path):
-    root = tmp_path / "run"
-    # The defaults, to CartPole's own threshold. Most runs solve within a few thousand train steps
-    # (bench/time_to_solve.py); the 30,000 cap leaves room for a run that misses the early solve.
+# A run with the defaults plateaus below the threshold about one time in ten (docs/performance.md, "Learning
+# suite"), and the actors' timing makes a seed's run differ from one launch to the next. So the defaults get up to
+# three runs: all three plateauing has a chance near 1 in 1,000, while defaults that do not learn CartPole fail every
+# run. The run that solved is then checked in full.
+SEEDS = (3, 4, 5)
+RUN_BUDGET_S = 90  # solves came at 12-16 s on an idle box (start-up included); a run that plateaus stays there
+SUMMARY = re.compile(r"summary: solved=(\w+) wall_time=([\d.]+)s env_steps=(\d+) train_steps=(\d+)")
+
+
+def _local_run(root, seed):
     result = subprocess.run(
-        [sys.executable, "-m", "launcher", "local", "--root-dir", str(root), "--seed", "3",
-         "--max-train-steps", "30000"],
-        capture_output=True, text=True, cwd=REPO, timeout=540)
+        [sys.executable, "-m", "launcher", "local", "--root-dir", str(root), "--seed", str(seed),
+         "--max-wall-time-s", str(RUN_BUDGET_S)],
+        capture_output=True, text=True, cwd=REPO, timeout=RUN_BUDGET_S + 240)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     evals = [json.loads(line) for line in (root / "evaluator" / "evals.jsonl").read_text().splitlines()]
-    trained = [e for e in evals if e["train_step"] > 0]  # the initial network's evaluation never counts
+    return result, evals
+
+
+@pytest.mark.timeout(3 * (RUN_BUDGET_S + 120) + 300)
+def test_local_defaults_solve_cartpole(tmp_path):
+    attempts = []
+    for seed in SEEDS:
+        root = tmp_path / f"run-{seed}"
+        result, evals = _local_run(root, seed)
+        trained = [e for e in evals if e["train_step"] > 0]  # the initial network's evaluation never counts
+        summary = SUMMARY.search(result.stdout)
+        assert summary, result.stdout[-3000:]
+        attempts.append((seed, max((e["average_return"] for e in trained), default=None), summary.group(0)))
+        if summary.group(1) == "yes":
+            break
+    assert summary.group(1) == "yes", f"no run solved: (seed, best evaluation, summary) {attempts}"
     best = max(e["average_return"] for e in trained)
     assert best >= SOLVED, evals
     # The first evaluation (the initial network's) had not solved: the solve came from training, not from an env or
     # an evaluator that passes anything.
     assert evals[0]["average_return"] < SOLVED, evals
-    summary = re.search(r"summary: solved=(\w+) wall_time=([\d.]+)s env_steps=(\d+) train_steps=(\d+)", result.stdout)
-    assert summary and summary.group(1) == "yes", result.stdout[-3000:]
     # The solve needed the evaluation's own 10 episodes and 30 fresh ones (the re-check) to reach the threshold.
     solving = next(e for e in trained if e["average_return"] >= SOLVED and (e["confirmed_return"] or 0) >= SOLVED)
     # Only evaluations at the threshold are re-checked: below it a re-check would only hold up the next evaluations.
@@ -41,18 +60,18 @@ def test_local_defaults_solve_cartpole(tmp_path):
     # Even when the solve comes before the first progress report, the summary counts the steps that led to it.
     assert int(summary.group(4)) >= solving["train_step"] > 0 and int(summary.group(3)) > 0, (summary.group(0), evals)
     # The evaluator leaves the best policy it saw, ranked by its re-check, as a SavedModel. Replayed on the
-    # evaluator's episodes (seed 3 + 99_991) and on the re-check's, it scores exactly what the evaluator recorded.
+    # evaluator's episodes (seed + 99_991) and on the re-check's, it scores exactly what the evaluator recorded.
     best_eval = max((e for e in trained if e["confirmed_return"] is not None), key=lambda e: e["confirmed_return"])
     meta = json.loads((root / "evaluator" / "best_policy.json").read_text())
     assert meta == {key: best_eval[key] for key in ("train_step", "average_return", "confirmed_return")}
-    replayed = replay_policy(str(root / "evaluator" / "best_policy"), "CartPole-v1", episodes=10, seed=3 + 99_991)
+    replayed = replay_policy(str(root / "evaluator" / "best_policy"), "CartPole-v1", episodes=10, seed=seed + 99_991)
     assert replayed.mean() == pytest.approx(meta["average_return"])
     fresh = replay_policy(str(root / "evaluator" / "best_policy"), "CartPole-v1", episodes=30,
-                          seed=confirmation_seed(3, meta["train_step"]))
+                          seed=confirmation_seed(seed, meta["train_step"]))
     assert fresh.mean() == pytest.approx(meta["confirmed_return"])
     # `dqn-service policy-check` plays it on the same episodes through the CLI and reports the same figures.
     check = subprocess.run([sys.executable, "-m", "launcher", "policy-check", str(root / "evaluator" / "best_policy"),
-                            "--episodes", "10", "--seed", str(3 + 99_991)],
+                            "--episodes", "10", "--seed", str(seed + 99_991)],
                            capture_output=True, text=True, cwd=REPO, timeout=300)
     reported = json.loads(check.stdout.strip().splitlines()[-1])
     assert reported["episodes"] == 10 and reported["min_return"] == replayed.min(), check.stdout + check.stderr
