@@ -8,6 +8,7 @@ architecture differs. Greedy
 evaluation (10 episodes) every `--eval-interval` train steps; stops when solved or out of time.
 
     python bench/book_loop.py --seed 1 --budget-s 120
+    python bench/book_loop.py --seed 1 --budget-s 240 --eval-interval 250 --target 600   # trains on past a solve
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ def run_book_loop(seed: int, budget_s: float, eval_interval: int = 100, target: 
     episodes = make_episodes(dataclasses.replace(config, eval_episodes=10), bundle)
     policy_weights = FlatWeights(bundle.policy_variables)
     time_step = env.reset()
-    best, step, solved_at = float("-inf"), 0, None
+    best, step, solved_at, evals = float("-inf"), 0, None, []
     while time.monotonic() - started < budget_s:
         time_step, _ = driver.run(time_step)
         experience, _ = next(iterator)
@@ -74,6 +75,7 @@ def run_book_loop(seed: int, budget_s: float, eval_interval: int = 100, target: 
             episodes.load(policy_weights.read())
             average, _ = episodes.run(seed + 99_991)
             best = max(best, average)
+            evals.append((step, round(float(average), 1)))
             if average >= target:
                 solved_at = time.monotonic() - started
                 break
@@ -81,7 +83,7 @@ def run_book_loop(seed: int, budget_s: float, eval_interval: int = 100, target: 
     server.stop()
     wall_time = solved_at if solved_at is not None else time.monotonic() - started
     return {"seed": seed, "solved": solved_at is not None, "wall_time_s": round(wall_time, 1),
-            "train_steps": step, "best_eval_return": round(best, 1)}
+            "train_steps": step, "best_eval_return": round(best, 1), "evals": evals}
 
 
 def main() -> None:
@@ -89,8 +91,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--budget-s", type=float, default=120.0)
+    parser.add_argument("--eval-interval", type=int, default=100, help="train steps between greedy evaluations")
+    parser.add_argument("--target", type=float, default=475.0,
+                        help="greedy average that ends the run; above the env's best return to train on past a solve")
     args = parser.parse_args()
-    print(json.dumps(run_book_loop(args.seed, args.budget_s)), flush=True)
+    print(json.dumps(run_book_loop(args.seed, args.budget_s, args.eval_interval, args.target)), flush=True)
 
 
 if __name__ == "__main__":
