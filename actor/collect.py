@@ -147,7 +147,7 @@ class Actor:
             self.policy_weights.assign(weights.variables)
         self.policy_lag = max(0, weights.train_step - self.weights_step) if self.weights_step >= 0 else 0
         self.weights_step = weights.train_step
-        epsilon = actor_epsilon(self.config, self.weights_step)
+        epsilon = actor_epsilon(self.config, weights.exploration_step)
         if epsilon != self.epsilon:  # constant after the decay: no eager assign (and its kept tensor) per refresh
             if self.host_policy is None and self.held_random is None:  # numpy and holds get self.epsilon per step
                 self.bundle.epsilon.assign(epsilon)

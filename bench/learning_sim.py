@@ -110,13 +110,14 @@ def run_seed(seed: int, args: argparse.Namespace) -> dict:
     """Trains one seed until solved or `args.steps`; returns the evaluation record."""
     import tensorflow as tf
 
-    from dqn.agent import batched_actions, build_agent, epsilon_at
+    from dqn.agent import batched_actions, build_agent, epsilon_at, reinitialize_q_networks
     from dqn.config import LocalConfig
     from dqn.config_loading import resolve
     from dqn.envs import GymnasiumVectorEnvironment
     from dqn.exploration import HeldRandomActions
     from dqn.replay_layout.items import ItemShape
     from dqn.replay_layout.unpack import close_episode_ends
+    from dqn.resets import FallbackResetRule
     from dqn.weights.flat import FlatWeights
     from evaluator.evaluate import confirmation_seed, make_episodes
 
@@ -156,7 +157,7 @@ def run_seed(seed: int, args: argparse.Namespace) -> dict:
 
     def step_envs(train_step: int) -> None:
         nonlocal time_step, env_steps
-        epsilon = 1.0 if env_steps < warmup else epsilon_at(config, train_step)
+        epsilon = 1.0 if env_steps < warmup else epsilon_at(config, train_step - exploration_start)
         if env_steps < warmup:
             action = rng.integers(0, env.action_spec().maximum + 1, size=num_envs).astype(np.int64)
         else:
@@ -169,9 +170,18 @@ def run_seed(seed: int, args: argparse.Namespace) -> dict:
         ring.add(time_step, action, next_time_step)
         time_step, env_steps = next_time_step, env_steps + num_envs
 
+    resets = FallbackResetRule(config.fallback_reset_patience, args.solved_return)
+    exploration_start = 0  # the train step the epsilon schedule counts from (a reset restarts it)
+
+    def reset_q_network(train_step: int) -> None:
+        """The learner's reset: a fresh Q-network and target, epsilon from its start; replay and optimizer kept."""
+        nonlocal exploration_start
+        reinitialize_q_networks(learner, config)
+        exploration_start = train_step
+
     while env_steps < max(warmup, config.replay_min_size):
         step_envs(0)
-    started, evals, rechecks, solved_at, max_mean_q = time.monotonic(), [], [], None, 0.0
+    started, evals, rechecks, solved_at, max_mean_q, reset_steps = time.monotonic(), [], [], None, 0.0, []
     for train_step in range(1, args.steps + 1):
         credit += env_steps_per_train_step
         while credit >= num_envs:
@@ -188,6 +198,9 @@ def run_seed(seed: int, args: argparse.Namespace) -> dict:
             episodes.load(learner_weights.read())
             average_return, _ = episodes.run(eval_seed)
             evals.append((train_step, round(average_return)))
+            if resets.observe(train_step, average_return):
+                reset_q_network(train_step)
+                reset_steps.append(train_step)
             if average_return >= args.solved_return and confirmation is not None:
                 # The evaluator's re-check: the run counts as solved only if 30 fresh episodes agree.
                 confirmation.load(learner_weights.read())
@@ -200,7 +213,8 @@ def run_seed(seed: int, args: argparse.Namespace) -> dict:
                 break
     return {"seed": seed, "solved_at_train_step": solved_at, "best_eval_return": max(r for _, r in evals),
             "env_steps": env_steps, "max_mean_q": round(max_mean_q, 1), "seconds": round(time.monotonic() - started),
-            "evals_every_1000": [e for e in evals if e[0] % 1000 == 0], "rechecks": rechecks}
+            "evals_every_1000": [e for e in evals if e[0] % 1000 == 0], "rechecks": rechecks,
+            "resets_at": reset_steps}
 
 
 def main() -> None:

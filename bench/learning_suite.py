@@ -49,15 +49,18 @@ def reward_threshold(env_id: str) -> float | None:
     return gym.spec(name).reward_threshold
 
 
-def best_by(root: str, started_epoch: float, checkpoints: tuple[int, ...]) -> dict[str, float | None]:
-    """Best evaluated average return of trained weights (train step > 0) by each checkpoint (s after launch)."""
+def best_by(root: str, started_epoch: float, checkpoints: tuple[int, ...]) -> dict[str, object]:
+    """Best average return of trained weights (train step > 0) by each checkpoint (s after launch), and resets.
+
+    `resets_at`: the train steps of the evaluations that asked the learner for a reset.
+    """
     path = os.path.join(root, "evaluator", "evals.jsonl")
     records = []
     if os.path.exists(path):
         with open(path, encoding="utf-8") as handle:
             records = [json.loads(line) for line in handle if line.strip()]
     trained = [r for r in records if r["train_step"] > 0]
-    best = {}
+    best: dict[str, object] = {"resets_at": [r["train_step"] for r in records if r.get("reset_requested")]}
     for seconds in checkpoints:
         returns = [r["average_return"] for r in trained if r["time"] - started_epoch <= seconds]
         best[f"best_by_{seconds}s"] = max(returns) if returns else None
@@ -95,7 +98,7 @@ def print_table(rows: list[dict], checkpoints: tuple[int, ...], budget_s: float)
     to the first variant's.
     """
     columns = ["env_id", "flags", "seed", "time_to_threshold_s", *[f"best_by_{s}s" for s in checkpoints],
-               "check_mean_return_50", "check_holds", "env_steps", "train_steps"]
+               "check_mean_return_50", "check_holds", "env_steps", "train_steps", "resets_at"]
     print("| " + " | ".join(columns) + " |")
     print("|" + "---|" * len(columns))
     for row in rows:

@@ -125,6 +125,19 @@ def make_q_network(config: CommonConfig, observation_spec, action_spec):
     return q_network.QNetwork(observation_spec, action_spec, fc_layer_params=config.fc_layer_params, **input_kwargs)
 
 
+def reinitialize_q_networks(bundle: AgentBundle, config: CommonConfig) -> None:
+    """Fresh initial weights for the agent's Q-network, and the target network set to the same weights.
+
+    A freshly built network of the same config supplies them (its layers' own initializers), so every layer
+    kind starts as a new run would. The optimizer's moments are kept: they rescale steps, they hold no policy.
+    """
+    fresh = make_q_network(config, bundle.time_step_spec.observation, bundle.action_spec)
+    fresh.create_variables()
+    for network in (bundle.agent._q_network, bundle.agent._target_q_network):  # noqa: SLF001 - no public setter
+        for target, source in zip(network.variables, fresh.variables, strict=True):
+            target.assign(source)
+
+
 def build_agent(config: CommonConfig) -> AgentBundle:
     """QNetwork + DqnAgent (or DdqnAgent) from config, initialized; the same structure in every role."""
     observation_array_spec, action_array_spec, reward_threshold = env_specs(config.env_id,

@@ -13,7 +13,7 @@ import reverb
 from dqn.agent import AgentBundle
 from dqn.config import CommonConfig
 from dqn.errors import BadInput, ServiceError
-from dqn.replay_layout.items import REPLAY_TABLE, VARIABLES_TABLE
+from dqn.replay_layout.items import REPLAY_TABLE, REQUESTS_TABLE, VARIABLES_TABLE
 
 
 class ReplayUnreachable(ServiceError):
@@ -40,9 +40,10 @@ def wait_for_server(address: str, wait_s: float, call_timeout_s: float = 5.0) ->
             time.sleep(delay)
             delay = min(delay * 2, 5.0)
             continue
-        if REPLAY_TABLE not in info or VARIABLES_TABLE not in info:
-            raise ReplayUnreachable(f"server at {address} has tables {sorted(info)}, not "
-                                    f"{REPLAY_TABLE!r}/{VARIABLES_TABLE!r}: is it a dqn-service replay server?")
+        expected = (REPLAY_TABLE, VARIABLES_TABLE, REQUESTS_TABLE)
+        if any(name not in info for name in expected):
+            raise ReplayUnreachable(f"server at {address} has tables {sorted(info)}, not {'/'.join(expected)}: "
+                                    "is it a dqn-service replay server of this version?")
         return client
 
 

@@ -63,6 +63,11 @@ class BestPolicy:
         """What the kept policy is ranked by: its confirmed return if it was re-checked, else its average return."""
         return self.average_return if self.confirmed_return is None else self.confirmed_return
 
+    def reaches(self, target: float | None) -> bool:
+        """True if the kept policy's evaluation and its re-check (when there was one) both reached `target`."""
+        return target is not None and self.train_step is not None and self.average_return >= target \
+            and self.score >= target
+
     def is_candidate(self, train_step: int, average_return: float) -> bool:
         """True if an evaluation could replace the kept best: trained weights whose average beats its score."""
         return train_step > 0 and average_return > self.score

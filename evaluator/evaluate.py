@@ -15,6 +15,9 @@ improving policy left gaps of hundreds of train steps in which short-lived solvi
 Episodes that an env fault cut short are left out of both averages (a partial return says nothing about the
 policy), and a policy with no whole episode is not scored.
 
+A run that came near its target and then fell back is reset (dqn/resets.py): the evaluator asks, through the
+`learner_requests` table, and the learner starts a fresh Q-network (`fallback_reset_patience`).
+
 Atari ids follow Nature DQN's evaluation protocol (Mnih et al. 2015, Methods): epsilon 0.05 and at most 5 minutes
 of play (18,000 frames). A greedy policy that never presses FIRE in Breakout would otherwise wait out the
 episode cap, and the first evaluations of a run would take minutes each.
@@ -37,6 +40,8 @@ from dqn.config import EvaluatorConfig
 from dqn.envs import EnvOptions, GymnasiumVectorEnvironment, is_atari
 from dqn.health import start_health
 from dqn.replay import check_table_matches, wait_for_server
+from dqn.reset_requests import ResetRequestSender
+from dqn.resets import FallbackResetRule
 from dqn.runtime import StopSignal
 from dqn.summaries import GraphScalars
 from dqn.weights.flat import FlatWeights
@@ -110,10 +115,13 @@ def run(config: EvaluatorConfig) -> int:
     scalars = GraphScalars(writer)
     results_path = os.path.join(summary_dir, "evals.jsonl")
     best = BestPolicy(summary_dir, bundle.agent.policy, policy_weights)
+    reset_rule = FallbackResetRule(config.fallback_reset_patience, target)
+    reset_requests = ResetRequestSender(client, config.replay_address, config.rpc_timeout_s)
     health.set(True)
     last_evaluated = None
     announced_wait = 0.0
     while not stop.wait(config.poll_interval_s):
+        reset_requests.flush()
         puller.request()
         weights = puller.latest()
         if weights is None:
@@ -155,6 +163,13 @@ def run(config: EvaluatorConfig) -> int:
                     record["confirm_cut_short_episodes"] = confirmation.cut_short
         last_evaluated = weights.train_step
         best.offer(weights.train_step, average_return, weights.variables, confirmed_return)
+        if reset_rule.observe(weights.train_step, average_return, solved=best.reaches(target)):
+            log.info("train step %d: greedy average %.1f has stayed below %.1f (halfway from the first evaluation "
+                     "to the best, %.1f) for %d train steps; asking the learner to reset", weights.train_step,
+                     average_return, reset_rule.fallback_level() or 0.0, reset_rule.best_return,
+                     config.fallback_reset_patience)
+            reset_requests.send(weights.train_step)
+            record["reset_requested"] = True
         scalars.write(weights.train_step, scalars_now)
         writer.flush()
         record.update(seconds=round(time.monotonic() - started, 3), time=time.time())

@@ -3,7 +3,8 @@
 Batches come from the input pipeline (learner/dataset.py) through staged variables (learner/feed.py) and are
 unpacked by the replay layout (dqn/replay_layout/). Weights + train step go to the `variables` table at start and
 every `publish_interval` steps; checkpoints every `checkpoint_interval` steps and on SIGTERM (restored on start);
-each periodic job is a trigger (learner/triggers.py).
+each periodic job is a trigger (learner/triggers.py). Before each publication the learner applies the evaluator's
+latest reset request, if new (dqn/resets.py): a fresh Q-network and an epsilon schedule counted from that step.
 """
 
 from __future__ import annotations
@@ -17,13 +18,14 @@ import tensorflow as tf
 from tf_agents.policies import policy_saver
 from tf_agents.utils import common
 
-from dqn.agent import AgentBundle, build_agent, epsilon_at
+from dqn.agent import AgentBundle, build_agent, epsilon_at, reinitialize_q_networks
 from dqn.config import LearnerConfig
 from dqn.export import export_policy
 from dqn.health import start_health
 from dqn.progress import write_progress
 from dqn.replay import check_table_matches, wait_for_server
 from dqn.replay_layout.items import REPLAY_TABLE
+from dqn.reset_requests import ResetRequestWatcher
 from dqn.runtime import StopSignal, release_free_heap
 from dqn.summaries import GraphScalars
 from dqn.weights.flat import FlatWeights
@@ -105,8 +107,14 @@ class Learner:
         self.bundle = build_agent(config)
         self.layout = self.bundle.layout
         self.summary_dir = config.path("learner")
+        # Where the actors' epsilon schedule starts, and the last reset request applied: both survive restarts.
+        self.exploration_start = tf.Variable(0, dtype=tf.int64, trainable=False, name="exploration_start")
+        self.reset_request_step = tf.Variable(-1, dtype=tf.int64, trainable=False, name="reset_request_step")
         self.checkpoints = LearnerCheckpoints(os.path.join(self.summary_dir, "checkpoints"), max_to_keep=3,
-                                              agent=self.bundle.agent, train_step=self.bundle.train_step)
+                                              agent=self.bundle.agent, train_step=self.bundle.train_step,
+                                              exploration_start=self.exploration_start,
+                                              reset_request_step=self.reset_request_step)
+        self.reset_requests: ResetRequestWatcher | None = None
         self.train = make_train_fn(self.bundle, config.train_batch_size(), config.train_steps_per_call)
         self.writer = tf.summary.create_file_writer(self.summary_dir)
         self.scalars = GraphScalars(self.writer)
@@ -122,7 +130,20 @@ class Learner:
 
     def publish(self, publisher: WeightsPublisher, step: int) -> None:
         """Queues the current policy weights (those of train step `step`) for the variables table."""
-        publisher.submit(self.policy_weights.read(), step)
+        self.apply_reset_request(step)
+        publisher.submit(self.policy_weights.read(), step, int(self.exploration_start.numpy()))
+
+    def apply_reset_request(self, step: int) -> None:
+        """A new reset request from the evaluator: fresh Q-network and target, epsilon schedule from `step`."""
+        requested = self.reset_requests.latest if self.reset_requests is not None else -1
+        if requested <= int(self.reset_request_step.numpy()):
+            return
+        reinitialize_q_networks(self.bundle, self.config)
+        self.exploration_start.assign(step)
+        self.reset_request_step.assign(requested)
+        log.info("train step %d: the evaluator saw the greedy return fall back (evaluation of train step %d): "
+                 "Q-network re-initialized, epsilon schedule restarted; replay and optimizer kept", step, requested)
+        guarded("summaries", self.scalars.write, step, {"charts/exploration_start": float(step)})
 
     def save(self) -> None:
         """Writes a learner checkpoint at the current train step (a failed write is logged; training goes on)."""
@@ -178,6 +199,7 @@ class Learner:
         client = wait_for_server(config.replay_address, wait_s=config.connect_timeout_s,
                                  call_timeout_s=config.rpc_timeout_s)
         check_table_matches(client, self.bundle, config, role="learner")
+        self.reset_requests = ResetRequestWatcher(config.replay_address, config.rpc_timeout_s)
         publisher = WeightsPublisher(config.replay_address, config.rpc_timeout_s)
         self.publish(publisher, self.step)
         log.info("learner starting at train step %d (max %d); replay at %s", self.step, config.max_train_steps,
@@ -212,6 +234,9 @@ class Learner:
         if self.priorities is not None:
             self.priorities.wait_idle(config.rpc_timeout_s)
             self.priorities.close()
+        if self.reset_requests is not None:
+            self.reset_requests.close()
+            self.reset_requests = None  # the final publication below applies no request that arrived meanwhile
         health.set(False)
         self.save()
         self.publish(publisher, self.step)
@@ -232,7 +257,7 @@ class Learner:
             "losses/td_loss": loss_value,
             "charts/mean_q": mean_q,
             "charts/sgd_steps_per_sec": sgd_rate,
-            "charts/epsilon_schedule": epsilon_at(self.config, step),
+            "charts/epsilon_schedule": epsilon_at(self.config, step - int(self.exploration_start.numpy())),
             "charts/publish_lag": step - max(publisher.published_step, 0),
             **{f"replay/{key}": value for key, value in replay.items()},
         }

@@ -9,12 +9,17 @@ from __future__ import annotations
 
 import dataclasses
 
-#: The two Reverb tables every role agrees on.
+#: The Reverb tables every role agrees on: replay items, the latest weights, and the evaluator's requests.
 REPLAY_TABLE = "replay"
 VARIABLES_TABLE = "variables"
+REQUESTS_TABLE = "learner_requests"
 #: Keys of the single item in the `variables` table.
 POLICY_VARIABLES_KEY = "policy_variables"
 TRAIN_STEP_KEY = "train_step"
+#: The train step the actors' epsilon schedule counts from (0, or the learner's last reset).
+EXPLORATION_START_KEY = "exploration_start"
+#: Key of the single item in `learner_requests`: the train step of the evaluation that asked for a reset.
+RESET_REQUEST_STEP_KEY = "reset_request_step"
 #: Key in a replay item's `policy_info` of the actor's initial priority (see `actors_send_priorities`).
 INITIAL_PRIORITY_KEY = "initial_priority"
 #: envs_per_item 0 (auto) resolves to this without an RNN: Reverb's per-item cost paid once per 16 transitions.

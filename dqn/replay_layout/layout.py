@@ -13,7 +13,7 @@ import numpy as np
 from dqn.replay_layout import tables, unpack
 from dqn.replay_layout.env_block_writer import BlockStreams
 from dqn.replay_layout.env_stream_writer import TrajectoryStreams
-from dqn.replay_layout.items import REPLAY_TABLE, VARIABLES_TABLE, ItemShape
+from dqn.replay_layout.items import REPLAY_TABLE, REQUESTS_TABLE, VARIABLES_TABLE, ItemShape
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,12 +57,13 @@ class ReplayLayout:
         return tables.item_step_spec(self.shape, collect_data_spec)
 
     def signatures(self, bundle) -> dict[str, object]:
-        """Table name -> signature for an `AgentBundle` built with this layout (replay items, variables)."""
+        """Table name -> signature for an `AgentBundle` built with this layout (replay items, variables, requests)."""
         return {REPLAY_TABLE: tables.replay_signature(self.shape, bundle.replay_data_spec),
-                VARIABLES_TABLE: tables.variables_signature(bundle.policy_variables)}
+                VARIABLES_TABLE: tables.variables_signature(bundle.policy_variables),
+                REQUESTS_TABLE: tables.requests_signature()}
 
     def make_tables(self, bundle) -> list:
-        """The `replay` and `variables` Reverb tables for an `AgentBundle` built with this layout."""
+        """The `replay`, `variables` and `learner_requests` Reverb tables for an `AgentBundle` of this layout."""
         signatures = self.signatures(bundle)
         return tables.make_tables(self.config, self.shape, signatures[REPLAY_TABLE], signatures[VARIABLES_TABLE])
 

@@ -1,4 +1,4 @@
-"""Item signatures and the two Reverb tables built from them (the replay server serves what this makes)."""
+"""Item signatures and the Reverb tables built from them (the replay server serves what this makes)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,12 @@ import tensorflow as tf
 from tf_agents.specs import tensor_spec
 
 from dqn.replay_layout.items import (
+    EXPLORATION_START_KEY,
     INITIAL_PRIORITY_KEY,
     POLICY_VARIABLES_KEY,
     REPLAY_TABLE,
+    REQUESTS_TABLE,
+    RESET_REQUEST_STEP_KEY,
     TRAIN_STEP_KEY,
     VARIABLES_TABLE,
     ItemShape,
@@ -33,11 +36,17 @@ def replay_signature(shape: ItemShape, step_spec) -> object:
 
 
 def variables_signature(policy_variables: list) -> dict[str, object]:
-    """Signature of the single `variables` item: policy weights plus the train step they belong to."""
+    """Signature of the single `variables` item: policy weights, their train step, the epsilon schedule's start."""
     return {
         POLICY_VARIABLES_KEY: [tf.TensorSpec(v.shape, v.dtype) for v in policy_variables],
         TRAIN_STEP_KEY: tf.TensorSpec((), tf.int64),
+        EXPLORATION_START_KEY: tf.TensorSpec((), tf.int64),
     }
+
+
+def requests_signature() -> dict[str, object]:
+    """Signature of the single `learner_requests` item: the train step of the evaluation asking for a reset."""
+    return {RESET_REQUEST_STEP_KEY: tf.TensorSpec((), tf.int64)}
 
 
 def replay_rate_limiter(config, shape: ItemShape) -> reverb.rate_limiters.RateLimiter:
@@ -63,7 +72,10 @@ def replay_sampler(config) -> reverb.selectors.KeyDistributionOptions:
 
 
 def make_tables(config, shape: ItemShape, replay_item_signature, variables_item_signature) -> list[reverb.Table]:
-    """`replay` (uniform or prioritized sampling, FIFO removal, signature) and `variables` (latest weights)."""
+    """The `replay`, `variables` (latest weights) and `learner_requests` (evaluator -> learner) tables.
+
+    `replay` samples uniformly or by priority and removes FIFO; the other two hold their latest item only.
+    """
     replay = reverb.Table(
         name=REPLAY_TABLE,
         sampler=replay_sampler(config),
@@ -80,4 +92,12 @@ def make_tables(config, shape: ItemShape, replay_item_signature, variables_item_
         rate_limiter=reverb.rate_limiters.MinSize(1),
         signature=variables_item_signature,
     )
-    return [replay, variables]
+    requests = reverb.Table(
+        name=REQUESTS_TABLE,
+        sampler=reverb.selectors.Uniform(),
+        remover=reverb.selectors.Fifo(),
+        max_size=1,
+        rate_limiter=reverb.rate_limiters.MinSize(1),
+        signature=requests_signature(),
+    )
+    return [replay, variables, requests]

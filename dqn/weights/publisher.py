@@ -28,10 +28,10 @@ class WeightsPublisher:
         self.failures = 0
         threading.Thread(target=self._run, name="weights-publisher", daemon=True).start()
 
-    def submit(self, variables: list[np.ndarray], train_step: int) -> None:
+    def submit(self, variables: list[np.ndarray], train_step: int, exploration_start: int = 0) -> None:
         """Queues weights for publishing (replacing any not yet sent); returns immediately."""
         with self._condition:
-            self._pending = PublishedWeights(variables, train_step)
+            self._pending = PublishedWeights(variables, train_step, exploration_start)
             self._condition.notify()
 
     def wait_idle(self, timeout_s: float) -> bool:
@@ -53,7 +53,8 @@ class WeightsPublisher:
                     self._condition.wait()
                 weights, self._pending, self._busy = self._pending, None, True
             try:
-                caller.call(lambda w=weights, c=client: publish_weights(c, w.variables, w.train_step), self._timeout_s)
+                caller.call(lambda w=weights, c=client: publish_weights(c, w.variables, w.train_step,
+                                                                        w.exploration_start), self._timeout_s)
                 self.published_step = weights.train_step
             except Exception as error:  # noqa: BLE001 - keep training; the next publish retries
                 self.failures += 1

@@ -1,4 +1,7 @@
-"""The weights wire format: one item in the `variables` table, the policy weights plus their train step."""
+"""The weights wire format: one item in the `variables` table.
+
+It holds the policy weights, their train step, and the train step the actors' epsilon schedule counts from.
+"""
 
 from __future__ import annotations
 
@@ -7,21 +10,28 @@ import dataclasses
 import numpy as np
 import reverb
 
-from dqn.replay_layout.items import POLICY_VARIABLES_KEY, TRAIN_STEP_KEY, VARIABLES_TABLE
+from dqn.replay_layout.items import EXPLORATION_START_KEY, POLICY_VARIABLES_KEY, TRAIN_STEP_KEY, VARIABLES_TABLE
 
 
 @dataclasses.dataclass(frozen=True)
 class PublishedWeights:
-    """Policy weights as numpy arrays plus the train step they were published at."""
+    """Policy weights as numpy arrays plus the train step they were published at (and epsilon's start step)."""
 
     variables: list[np.ndarray]
     train_step: int
+    exploration_start: int = 0
+
+    @property
+    def exploration_step(self) -> int:
+        """The step the epsilon schedule is at: train steps since the start or the learner's last reset."""
+        return max(0, self.train_step - self.exploration_start)
 
 
-def publish_weights(client: reverb.Client, variables: list[np.ndarray], train_step: int) -> None:
+def publish_weights(client: reverb.Client, variables: list[np.ndarray], train_step: int,
+                    exploration_start: int = 0) -> None:
     """Replaces the single `variables` item (max_size=1, FIFO) with these weights."""
-    client.insert({POLICY_VARIABLES_KEY: list(variables), TRAIN_STEP_KEY: np.int64(train_step)},
-                  priorities={VARIABLES_TABLE: 1.0})
+    client.insert({POLICY_VARIABLES_KEY: list(variables), TRAIN_STEP_KEY: np.int64(train_step),
+                   EXPLORATION_START_KEY: np.int64(exploration_start)}, priorities={VARIABLES_TABLE: 1.0})
 
 
 def sample_weights(client: reverb.Client) -> PublishedWeights:
@@ -29,4 +39,5 @@ def sample_weights(client: reverb.Client) -> PublishedWeights:
     sample = next(client.sample(VARIABLES_TABLE, 1, emit_timesteps=False, unpack_as_table_signature=True))
     # Items written with `insert` are one timestep long: drop that leading axis.
     return PublishedWeights([np.asarray(v)[0] for v in sample.data[POLICY_VARIABLES_KEY]],
-                            int(np.asarray(sample.data[TRAIN_STEP_KEY])[0]))
+                            int(np.asarray(sample.data[TRAIN_STEP_KEY])[0]),
+                            int(np.asarray(sample.data[EXPLORATION_START_KEY])[0]))

@@ -1,0 +1,58 @@
+"""The fallback reset across processes: a request in the replay server resets the learner once, and the actors'
+epsilon schedule restarts from it."""
+
+import time
+
+import pytest
+import reverb
+
+from dqn.reset_requests import ResetRequestSender
+from dqn.weights.puller import fetch_weights
+from tests.conftest import wait_until
+from tests.events import read_scalars
+
+pytestmark = pytest.mark.integration
+
+DECAY = ("--epsilon-decay-steps", "400", "--epsilon-end", "0.1")
+APPLIED = "Q-network re-initialized"
+
+
+def published_exploration_start(address: str) -> int:
+    weights = fetch_weights(address, 30.0)
+    assert weights is not None, "no weights published"
+    return weights.exploration_start
+
+
+def test_a_reset_request_is_applied_once_and_restarts_the_actors_epsilon(system_factory):
+    system = system_factory()
+    learner = system.start_learner(*DECAY)
+    system.start_actor(0, *DECAY)
+    system.wait_training(500)
+    assert published_exploration_start(system.server.address) == 0
+    assert APPLIED not in learner.log()
+
+    # What the evaluator sends when a run fell back (dqn/resets.py), through the real replay server.
+    ResetRequestSender(reverb.Client(system.server.address), system.server.address, 10.0).send(480)
+    wait_until(lambda: APPLIED in learner.log(), 60, "the learner to apply the reset request")
+    wait_until(lambda: published_exploration_start(system.server.address) > 0, 30, "the new epsilon start published")
+    start = published_exploration_start(system.server.address)
+    assert start >= 500, "the schedule restarts at the train step the learner applied the request, not before"
+
+    # The actor's epsilon was at its end (0.1) before the request and climbs back to near 1 after it.
+    def actor_epsilons():
+        return read_scalars(system.root / "actor-0").get("actor/epsilon", [])
+
+    wait_until(lambda: any(value > 0.5 for _, value in actor_epsilons()[-20:]), 60,
+               "the actor's epsilon to restart from the new exploration start")
+    assert any(abs(value - 0.1) < 1e-6 for _, value in actor_epsilons()), "epsilon had decayed before the reset"
+
+    # A restarted learner restores the applied request and the schedule's start: no second reset.
+    system.wait_training(start + 200)
+    assert learner.terminate() == 0
+    restarted = system.start_learner(*DECAY)
+    wait_until(lambda: "learner starting at train step" in restarted.log(), 90, "the learner to restart")
+    resumed_at = system.train_step()
+    system.wait_training(resumed_at + 100)
+    time.sleep(3)  # several polls of the requests table, which still holds the old request
+    assert APPLIED not in restarted.log()
+    assert published_exploration_start(system.server.address) == start
