@@ -12,14 +12,16 @@ def test_best_by_counts_trained_weights_within_each_checkpoint(tmp_path):
     records = [(0, 5, 200.0),      # the untrained network: never counted
                (100, 30, -400.0), (200, 70, -150.0), (300, 100, -300.0), (400, 200, -90.0)]
     evaluator.joinpath("evals.jsonl").write_text("".join(
-        json.dumps({"train_step": step, "time": started + seconds, "average_return": value}) + "\n"
+        json.dumps({"train_step": step, "time": started + seconds, "average_return": value,
+                    **({"reset_requested": True} if step == 300 else {})}) + "\n"
         for step, seconds, value in records))
     assert best_by(str(tmp_path), started, (20, 60, 120, 240)) == {
-        "best_by_20s": None, "best_by_60s": -400.0, "best_by_120s": -150.0, "best_by_240s": -90.0}
+        "best_by_20s": None, "best_by_60s": -400.0, "best_by_120s": -150.0, "best_by_240s": -90.0,
+        "resets_at": [300]}
 
 
 def test_best_by_without_evaluations(tmp_path):
-    assert best_by(str(tmp_path), 0.0, (60,)) == {"best_by_60s": None}
+    assert best_by(str(tmp_path), 0.0, (60,)) == {"best_by_60s": None, "resets_at": []}
 
 
 def test_thresholds_are_the_envs_own():
