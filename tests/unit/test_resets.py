@@ -22,16 +22,23 @@ def test_a_run_that_came_near_its_target_and_fell_back_is_reset_after_patience()
     # CartPole's shape: random play ~10, a peak of 460 at step 1,500 (target 475), then ~100 from step 1,600.
     returns = [10, 40, 90, 150, 200, 260, 300, 330, 360, 380, 400, 420, 440, 450, 460] + [100] * 20
     rule = FallbackResetRule(patience=500, target=475.0)
-    assert feed(rule, returns) == [2100, 3100]  # low from 1,600; 500 later; then not before 2 x 500 after it
+    assert feed(rule, returns) == [2100]  # low from 1,600, 500 train steps later; the fresh attempt never came near
     assert rule.fallback_level() == 10 + 0.5 * (460 - 10)
-    assert rule.resets == 2
+    assert rule.resets == 1
+
+
+def test_a_fresh_attempt_is_reset_again_only_after_it_came_near_itself():
+    near_again = [10, 400, 460] + [50] * 6 + [300] + [50] * 8
+    assert feed(FallbackResetRule(500, 475.0), near_again) == [900, 1600]
+    never_near_again = [10, 400, 460] + [50] * 6 + [200] + [50] * 8
+    assert feed(FallbackResetRule(500, 475.0), never_near_again) == [900]
 
 
 def test_a_slow_start_is_not_a_fall():
     # Acrobot's shape: -500 for a long time, one lucky -420: far from halfway to the target (-100).
     rule = FallbackResetRule(patience=500, target=-100.0)
     assert feed(rule, [-500, -500, -420] + [-500] * 40) == []
-    assert rule.fallback_level() is None
+    assert rule.near_level() == -300.0 and not rule.armed
 
 
 def test_an_evaluation_back_above_the_level_restarts_the_patience():
@@ -45,7 +52,7 @@ def test_no_reset_once_solved_without_a_target_or_with_patience_zero():
     assert feed(FallbackResetRule(500, 475.0), returns, solved_from=300) == []
     assert feed(FallbackResetRule(500, None), returns) == []
     assert feed(FallbackResetRule(0, 475.0), returns) == []
-    assert feed(FallbackResetRule(500, 475.0), returns) == [1000, 2000, 3000]  # not before 2 x patience
+    assert feed(FallbackResetRule(500, 475.0), returns) == [900]
 
 
 def test_reinitialize_gives_fresh_weights_to_the_q_network_and_its_target():
