@@ -16,12 +16,12 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(600
 SOLVED = 475  # CartPole-v1's reward_threshold
 
 
-# A run with the defaults plateaus below the threshold about one time in ten (docs/performance.md, "Learning
-# suite"), and the actors' timing makes a seed's run differ from one launch to the next. So the defaults get up to
-# three runs: all three plateauing has a chance of about 1 in 1,000 at that rate (1 in 125 at the worst batch
-# measured, 2 in 10), while defaults that do not learn CartPole fail every run. The run that solved is then checked
-# in full.
-SEEDS = (3, 4, 5)
+# A run with the defaults plateaus below the threshold in one to four runs of ten (docs/performance.md, "Learning
+# suite": 6 of 20 in the two latest runs of seeds 1-10), and the actors' timing makes a seed's run differ from one
+# launch to the next. So the defaults get up to four runs: all four plateauing has a chance of about 1 in 120 at
+# 3 in 10 (1 in 10,000 at 1 in 10), while defaults that do not learn CartPole fail every run. The run that solved
+# is then checked in full.
+SEEDS = (3, 4, 5, 6)
 RUN_BUDGET_S = 90  # solves came at 12-16 s on an idle box (start-up included); a run that plateaus stays there
 SUMMARY = re.compile(r"summary: solved=(\w+) wall_time=([\d.]+)s env_steps=(\d+) train_steps=(\d+)")
 
