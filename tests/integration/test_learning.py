@@ -14,6 +14,7 @@ from tests.conftest import REPO
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(600)]
 
 SOLVED = 475  # CartPole-v1's reward_threshold
+MAX_RETURN = 500  # CartPole-v1's longest episode
 
 
 # A run with the defaults plateaus below the threshold in one to four runs of ten (docs/performance.md, "Learning
@@ -36,7 +37,7 @@ def _local_run(root, seed):
     return result, evals
 
 
-@pytest.mark.timeout(3 * (RUN_BUDGET_S + 120) + 300)
+@pytest.mark.timeout(len(SEEDS) * (RUN_BUDGET_S + 120) + 300)
 def test_local_defaults_solve_cartpole(tmp_path):
     attempts = []
     for seed in SEEDS:
@@ -65,11 +66,15 @@ def test_local_defaults_solve_cartpole(tmp_path):
     best_eval = max((e for e in trained if e["confirmed_return"] is not None), key=lambda e: e["confirmed_return"])
     meta = json.loads((root / "evaluator" / "best_policy.json").read_text())
     assert meta == {key: best_eval[key] for key in ("train_step", "average_return", "confirmed_return")}
+    # The evaluator plays the MLP in numpy and the SavedModel runs in TensorFlow: the two sum in different orders, so
+    # where the two actions' Q-values tie to float32 precision an action can flip and one episode end differently
+    # (seen once: 463 instead of 500 in a 30-episode replay). Hence at most one episode's worth of difference in the
+    # total, not bit-for-bit equality; other weights would differ on many episodes.
     replayed = replay_policy(str(root / "evaluator" / "best_policy"), "CartPole-v1", episodes=10, seed=seed + 99_991)
-    assert replayed.mean() == pytest.approx(meta["average_return"])
+    assert abs(replayed.sum() - 10 * meta["average_return"]) <= MAX_RETURN, (replayed, meta)
     fresh = replay_policy(str(root / "evaluator" / "best_policy"), "CartPole-v1", episodes=30,
                           seed=confirmation_seed(seed, meta["train_step"]))
-    assert fresh.mean() == pytest.approx(meta["confirmed_return"])
+    assert abs(fresh.sum() - 30 * meta["confirmed_return"]) <= MAX_RETURN, (fresh, meta)
     # `dqn-service policy-check` plays it on the same episodes through the CLI and reports the same figures.
     check = subprocess.run([sys.executable, "-m", "launcher", "policy-check", str(root / "evaluator" / "best_policy"),
                             "--episodes", "10", "--seed", str(seed + 99_991)],
