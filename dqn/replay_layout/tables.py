@@ -71,6 +71,12 @@ def replay_sampler(config) -> reverb.selectors.KeyDistributionOptions:
     return reverb.selectors.Uniform()
 
 
+def latest_item_table(name: str, signature) -> reverb.Table:
+    """A table that holds only its newest item (max_size 1, FIFO); a sample waits until there is one."""
+    return reverb.Table(name=name, sampler=reverb.selectors.Uniform(), remover=reverb.selectors.Fifo(), max_size=1,
+                        rate_limiter=reverb.rate_limiters.MinSize(1), signature=signature)
+
+
 def make_tables(config, shape: ItemShape, replay_item_signature, variables_item_signature) -> list[reverb.Table]:
     """The `replay`, `variables` (latest weights) and `learner_requests` (evaluator -> learner) tables.
 
@@ -84,20 +90,6 @@ def make_tables(config, shape: ItemShape, replay_item_signature, variables_item_
         rate_limiter=replay_rate_limiter(config, shape),
         signature=replay_item_signature,
     )
-    variables = reverb.Table(
-        name=VARIABLES_TABLE,
-        sampler=reverb.selectors.Uniform(),
-        remover=reverb.selectors.Fifo(),
-        max_size=1,
-        rate_limiter=reverb.rate_limiters.MinSize(1),
-        signature=variables_item_signature,
-    )
-    requests = reverb.Table(
-        name=REQUESTS_TABLE,
-        sampler=reverb.selectors.Uniform(),
-        remover=reverb.selectors.Fifo(),
-        max_size=1,
-        rate_limiter=reverb.rate_limiters.MinSize(1),
-        signature=requests_signature(),
-    )
+    variables = latest_item_table(VARIABLES_TABLE, variables_item_signature)
+    requests = latest_item_table(REQUESTS_TABLE, requests_signature())
     return [replay, variables, requests]
