@@ -293,8 +293,8 @@ class EvaluatorConfig(CommonConfig):
         0, "cap on an evaluation episode in agent steps; 0 = auto: as training (max_episode_steps), for Atari ids at "
            "most 18,000 frames / atari_frame_skip (Nature DQN's 5 minutes)", ge=0)
     fallback_reset_patience: int = setting(
-        0, "a run that came halfway to its target and then fell back starts afresh (new Q-network, epsilon from the "
-           "start) after this many train steps below halfway to its best; 0 = never", ge=0)
+        500, "a run stuck partway to its target starts afresh (new Q-network, epsilon from the start) once every "
+           "evaluation for this many train steps stayed below halfway to its best; 0 = never", ge=0)
     poll_interval_s: float = setting(0.5, "seconds between checks for newer weights", gt=0)
     health_port: int = setting(0, "TCP port of the grpc.health.v1 service; 0 = disabled", ge=0, le=65535)
 

@@ -1,24 +1,31 @@
-"""When a run that came near its target and then fell back should start learning afresh.
+"""When a run stuck partway to its target should start learning afresh.
 
-DQN's greedy policy on CartPole-v1 peaks early (often at the solving return) and then falls back to a fraction of
-it for 10,000+ train steps: a run whose evaluator missed the peak waits minutes for the next one. A re-initialized
-Q-network with a restarted epsilon schedule, trained on the replay the run already holds, peaks again after about
-as many train steps as the first peak took (docs/performance.md, "Learning model"). The rule is written in
-evaluation terms only, so it holds for any env with a target return:
+DQN's greedy policy on CartPole-v1 often rises, falls back and then stays at about a fifth of the target (the
+cart drifts off the track after ~100 steps) for 10,000+ train steps; the same seed's network, trained on, rarely
+leaves that level within minutes, while a fresh Q-network with a restarted epsilon schedule, trained on the replay
+the run already holds, usually solves within about as many train steps as a fresh run takes (docs/performance.md,
+"Learning model"). The rule is written in evaluation terms only, so it holds for any env with a target return. A
+run is stuck when, for `patience` train steps and at least `MIN_EVALUATIONS` evaluations in a row, every greedy
+average stayed in the band
 
-- the current attempt (the run since its start or its last reset) came near the target: one of its evaluations
-  got at least halfway from the run's first evaluation to the target;
-- then it fell back: every evaluation for `patience` train steps scored below halfway from the first evaluation
-  to the run's best;
-- never once the target is met. After a reset the next attempt must come near again before it can be reset, so
-  an env whose attempts take long to come near (Acrobot-v1's noisy early evaluations) is not reset over and over.
+- above `FLOOR_FRACTION` of the way from the run's first evaluation (about random play) to the target: an
+  evaluation at the random level is what a still-learning policy of a hard-exploration env (Acrobot-v1,
+  MountainCar-v0) scores between its successes, and it says nothing about being stuck, so it ends the streak;
+- below halfway from the first evaluation to the current attempt's best, and below halfway to the target: the
+  policy has fallen back from what it once played, and is not close to solving.
 
-A run without a target (no target_return, no reward_threshold) is never reset: "near" has no meaning there.
+An evaluation outside the band ends the streak. Never once the target is met; never without a target. After a
+reset the next attempt has its own best and must be stuck again, for the full patience, before it is reset again.
 """
 
 from __future__ import annotations
 
 import dataclasses
+
+#: Evaluations at or below this fraction of the way from the first evaluation to the target end a streak.
+FLOOR_FRACTION = 0.1
+#: A streak needs at least this many evaluations (10 episodes each) however long it lasts in train steps.
+MIN_EVALUATIONS = 5
 
 
 @dataclasses.dataclass
@@ -28,41 +35,38 @@ class FallbackResetRule:
     patience: int
     target: float | None
     first_return: float | None = None
-    best_return: float | None = None
-    low_since: int | None = None  # first train step of the current run of evaluations below the fallback level
-    armed: bool = False  # the current attempt came near the target
+    attempt_best: float | None = None  # best greedy average since the run's start or its last reset
+    stuck_since: int | None = None  # train step of the first evaluation of the current in-band streak
+    stuck_evaluations: int = 0
     resets: int = 0
+    fired_band: tuple[float, float] | None = None  # the band of the streak that asked for the last reset
 
-    def near_level(self) -> float | None:
-        """The return an attempt must reach to count as near the target (None without a target)."""
+    def band(self) -> tuple[float, float] | None:
+        """(floor, ceiling) of the stuck band, or None where there is no target or no evaluation yet."""
         if self.target is None or self.first_return is None or self.target <= self.first_return:
             return None
-        return self.first_return + 0.5 * (self.target - self.first_return)
-
-    def fallback_level(self) -> float | None:
-        """The return the greedy policy must stay under to count as fallen back (None before the first evaluation)."""
-        if self.first_return is None or self.best_return is None:
-            return None
-        return self.first_return + 0.5 * (self.best_return - self.first_return)
+        span = self.target - self.first_return
+        best = self.attempt_best if self.attempt_best is not None else self.first_return
+        ceiling = self.first_return + 0.5 * min(span, best - self.first_return)
+        return self.first_return + FLOOR_FRACTION * span, ceiling
 
     def observe(self, train_step: int, average_return: float, solved: bool = False) -> bool:
-        """Records one evaluation; True when the learner should reset now (the next attempt starts unarmed)."""
+        """Records one evaluation; True when the learner should reset now (the next attempt starts afresh)."""
         if self.patience <= 0 or solved:
             return False
         if self.first_return is None:
             self.first_return = average_return
-        self.best_return = average_return if self.best_return is None else max(self.best_return, average_return)
-        near = self.near_level()
-        if near is None:
+        self.attempt_best = average_return if self.attempt_best is None else max(self.attempt_best, average_return)
+        band = self.band()
+        if band is None or not band[0] < average_return < band[1]:
+            self.stuck_since, self.stuck_evaluations = None, 0
             return False
-        self.armed = self.armed or average_return >= near
-        if not self.armed or average_return >= self.fallback_level():
-            self.low_since = None
+        if self.stuck_since is None:
+            self.stuck_since = train_step
+        self.stuck_evaluations += 1
+        if train_step - self.stuck_since < self.patience or self.stuck_evaluations < MIN_EVALUATIONS:
             return False
-        if self.low_since is None:
-            self.low_since = train_step
-        if train_step - self.low_since < self.patience:
-            return False
-        self.armed, self.low_since = False, None
+        self.stuck_since, self.stuck_evaluations, self.attempt_best = None, 0, None
+        self.fired_band = band
         self.resets += 1
         return True

@@ -164,10 +164,9 @@ def run(config: EvaluatorConfig) -> int:
         last_evaluated = weights.train_step
         best.offer(weights.train_step, average_return, weights.variables, confirmed_return)
         if reset_rule.observe(weights.train_step, average_return, solved=best.reaches(target)):
-            log.info("train step %d: greedy average %.1f has stayed below %.1f (halfway from the first evaluation "
-                     "to the best, %.1f) for %d train steps; asking the learner to reset", weights.train_step,
-                     average_return, reset_rule.fallback_level() or 0.0, reset_rule.best_return,
-                     config.fallback_reset_patience)
+            log.info("train step %d: every greedy average for %d train steps stayed between %.1f and %.1f, "
+                     "partway to the target %.1f and below halfway to this attempt's best; asking the learner to "
+                     "reset", weights.train_step, config.fallback_reset_patience, *reset_rule.fired_band, target)
             reset_requests.send(weights.train_step)
             record["reset_requested"] = True
         scalars.write(weights.train_step, scalars_now)
