@@ -80,3 +80,11 @@ def test_reinitialize_gives_fresh_weights_to_the_q_network_and_its_target():
 def test_the_epsilon_schedule_counts_from_the_last_reset():
     assert PublishedWeights([], 5_000).exploration_step == 5_000
     assert PublishedWeights([], 5_000, exploration_start=4_200).exploration_step == 800
+
+
+def test_a_lucky_first_evaluation_does_not_raise_the_floor():
+    # An untrained network's greedy policy scored 132, then random-level play, a peak and the plateau near 90.
+    returns = [132, 8, 10, 65, 150, 482] + [90] * 10
+    rule = FallbackResetRule(500, 475.0)
+    assert feed(rule, returns) == [1200]
+    assert rule.fired_band == (8 + 0.1 * 467, 8 + 0.5 * 467)  # halfway to the target is below halfway to 482
