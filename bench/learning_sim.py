@@ -69,6 +69,14 @@ class StepRing:
         self._head = (self._head + 1) % self._rows
         self._filled = min(self._filled + 1, self._rows)
 
+    def filled_transitions(self) -> int:
+        """Transitions stored (rows times envs)."""
+        return self._filled * self._num_envs
+
+    def clear(self) -> None:
+        """Forgets every stored row (the learner empties the replay table at a reset)."""
+        self._filled = 0
+
     def sample(self, batch_size: int) -> trajectory.Trajectory:
         """`batch_size` items, uniformly over all valid (start row, env) pairs.
 
@@ -174,10 +182,16 @@ def run_seed(seed: int, args: argparse.Namespace) -> dict:
     exploration_start = 0  # the train step the epsilon schedule counts from (a reset restarts it)
 
     def reset_q_network(train_step: int) -> None:
-        """The learner's reset: a fresh Q-network and target, epsilon from its start; replay and optimizer kept."""
+        """The learner's reset: fresh Q-network and target, epsilon from its start, replay emptied; Adam kept.
+
+        The replay refills to replay_min_size before the next SGD step, as the actors refill the table.
+        """
         nonlocal exploration_start
         reinitialize_q_networks(learner, config)
         exploration_start = train_step
+        ring.clear()
+        while ring.filled_transitions() < config.replay_min_size:
+            step_envs(train_step)
 
     while env_steps < max(warmup, config.replay_min_size):
         step_envs(0)

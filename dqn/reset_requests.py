@@ -60,7 +60,7 @@ class ResetRequestSender:
 class ResetRequestWatcher:
     """The learner's side: polls `learner_requests` on a daemon thread; `latest` is the newest request (or -1)."""
 
-    def __init__(self, address: str, timeout_s: float, interval_s: float = 1.0):
+    def __init__(self, address: str, timeout_s: float, interval_s: float = 0.25):
         self._address, self._timeout_s, self._interval_s = address, timeout_s, interval_s
         self._stop = threading.Event()
         self._last_inserts = -1

@@ -4,7 +4,8 @@ Batches come from the input pipeline (learner/dataset.py) through staged variabl
 unpacked by the replay layout (dqn/replay_layout/). Weights + train step go to the `variables` table at start and
 every `publish_interval` steps; checkpoints every `checkpoint_interval` steps and on SIGTERM (restored on start);
 each periodic job is a trigger (learner/triggers.py). Before each publication the learner applies the evaluator's
-latest reset request, if new (dqn/resets.py): a fresh Q-network and an epsilon schedule counted from that step.
+latest reset request, if new (dqn/resets.py): a fresh Q-network, an emptied replay table and an epsilon schedule
+counted from that step.
 """
 
 from __future__ import annotations
@@ -14,12 +15,14 @@ import os
 import time
 
 import numpy as np
+import reverb
 import tensorflow as tf
 from tf_agents.policies import policy_saver
 from tf_agents.utils import common
 
 from dqn.agent import AgentBundle, build_agent, epsilon_at, reinitialize_q_networks
 from dqn.config import LearnerConfig
+from dqn.deadline import DeadlineCaller
 from dqn.export import export_policy
 from dqn.health import start_health
 from dqn.progress import write_progress
@@ -115,6 +118,8 @@ class Learner:
                                               exploration_start=self.exploration_start,
                                               reset_request_step=self.reset_request_step)
         self.reset_requests: ResetRequestWatcher | None = None
+        self.replay_client: reverb.Client | None = None  # set on connecting; empties the replay table at a reset
+        self.replay_caller = DeadlineCaller()
         self.train = make_train_fn(self.bundle, config.train_batch_size(), config.train_steps_per_call)
         self.writer = tf.summary.create_file_writer(self.summary_dir)
         self.scalars = GraphScalars(self.writer)
@@ -134,16 +139,35 @@ class Learner:
         publisher.submit(self.policy_weights.read(), step, int(self.exploration_start.numpy()))
 
     def apply_reset_request(self, step: int) -> None:
-        """A new reset request from the evaluator: fresh Q-network and target, epsilon schedule from `step`."""
+        """A new reset request from the evaluator: fresh Q-network and target, empty replay, epsilon from `step`."""
         requested = self.reset_requests.latest if self.reset_requests is not None else -1
         if requested <= int(self.reset_request_step.numpy()):
             return
         reinitialize_q_networks(self.bundle, self.config)
+        replay = "replay emptied" if self.empty_replay() else "replay kept (not emptied)"
         self.exploration_start.assign(step)
         self.reset_request_step.assign(requested)
-        log.info("train step %d: the evaluator saw the greedy return fall back (evaluation of train step %d): "
-                 "Q-network re-initialized, epsilon schedule restarted; replay and optimizer kept", step, requested)
+        log.info("train step %d: the evaluator saw the run stuck partway (evaluation of train step %d): "
+                 "Q-network re-initialized, epsilon schedule restarted, %s; optimizer kept", step, requested, replay)
         guarded("summaries", self.scalars.write, step, {"charts/exploration_start": float(step)})
+
+    def empty_replay(self) -> bool:
+        """Removes every item of the replay table (under a deadline); False, logged, where that failed.
+
+        Why empty it: the stuck attempt's data are long episodes of one habit (CartPole-v1's cart drifting off
+        the track), with few of the early failures a fresh network learns its first values from; on them a
+        fresh network stayed at random play for about twice as many train steps as a new run, and refilling
+        at the actors' rate takes a fraction of a second (docs/performance.md, "Learning model").
+        """
+        if self.replay_client is None:
+            return False
+        try:
+            self.replay_caller.call(lambda c=self.replay_client: c.reset(REPLAY_TABLE), self.config.rpc_timeout_s)
+        except Exception as error:  # noqa: BLE001 - the fresh network trains on the kept replay instead
+            log.warning("could not empty the replay table at the reset (%s); training on the kept replay", error)
+            self.replay_client = reverb.Client(self.config.replay_address)
+            return False
+        return True
 
     def save(self) -> None:
         """Writes a learner checkpoint at the current train step (a failed write is logged; training goes on)."""
@@ -199,6 +223,7 @@ class Learner:
         client = wait_for_server(config.replay_address, wait_s=config.connect_timeout_s,
                                  call_timeout_s=config.rpc_timeout_s)
         check_table_matches(client, self.bundle, config, role="learner")
+        self.replay_client = client
         self.reset_requests = ResetRequestWatcher(config.replay_address, config.rpc_timeout_s)
         publisher = WeightsPublisher(config.replay_address, config.rpc_timeout_s)
         self.publish(publisher, self.step)

@@ -1,11 +1,12 @@
-"""The fallback reset across processes: a request in the replay server resets the learner once, and the actors'
-epsilon schedule restarts from it."""
+"""The fallback reset across processes: a request in the replay server resets the learner once, empties the
+replay table, and the actors' epsilon schedule restarts from it."""
 
 import time
 
 import pytest
 import reverb
 
+from dqn.replay_layout.items import REPLAY_TABLE
 from dqn.reset_requests import ResetRequestSender
 from dqn.weights.puller import fetch_weights
 from tests.conftest import wait_until
@@ -23,6 +24,11 @@ def published_exploration_start(address: str) -> int:
     return weights.exploration_start
 
 
+def replay_inserts(client: reverb.Client) -> int:
+    """Items inserted into the replay table since it was created or last emptied (a reset zeroes the count)."""
+    return client.server_info(timeout=10)[REPLAY_TABLE].rate_limiter_info.insert_stats.completed
+
+
 def test_a_reset_request_is_applied_once_and_restarts_the_actors_epsilon(system_factory):
     system = system_factory()
     learner = system.start_learner(*DECAY)
@@ -32,8 +38,13 @@ def test_a_reset_request_is_applied_once_and_restarts_the_actors_epsilon(system_
     assert APPLIED not in learner.log()
 
     # What the evaluator sends when a run fell back (dqn/resets.py), through the real replay server.
-    ResetRequestSender(reverb.Client(system.server.address), system.server.address, 10.0).send(480)
+    client = reverb.Client(system.server.address)
+    inserted_before = replay_inserts(client)
+    ResetRequestSender(client, system.server.address, 10.0).send(480)
+    # Emptying the table zeroes its insert count; the actors take seconds to insert as many items again.
+    wait_until(lambda: replay_inserts(client) < inserted_before, 60, "the replay table to be emptied")
     wait_until(lambda: APPLIED in learner.log(), 60, "the learner to apply the reset request")
+    assert "replay emptied" in learner.log()
     wait_until(lambda: published_exploration_start(system.server.address) > 0, 30, "the new epsilon start published")
     start = published_exploration_start(system.server.address)
     assert start >= 500, "the schedule restarts at the train step the learner applied the request, not before"
