@@ -14,7 +14,12 @@ average stayed in the band
 - below halfway from the lowest evaluation to the current attempt's best, and below halfway to the target: the
   policy has fallen back from what it once played, and is not close to solving.
 
-An evaluation outside the band ends the streak. The lowest evaluation rather than the first is the reference
+An evaluation outside the band ends the streak. A run is also stuck when it **stalled** low: its attempt never
+came far (a CartPole-v1 run that peaked at 166 and then played ~95 for 14,000 train steps is not below halfway to
+its best), and for `STALL_FACTOR` times the patience, and for at least as long as the attempt took to reach its best,
+every evaluation lay above the floor and below halfway to the target without beating that best. Scaling with the
+time to the best leaves slow learners alone: a run that needed 20,000 train steps for its best gets 20,000 more.
+ The lowest evaluation rather than the first is the reference
 because an untrained network's greedy policy can be lucky (a CartPole-v1 run's first evaluation scored 132, and
 its plateau near 90 then lay below a floor measured from there). Never once the target is met; never without a
 target. After a reset the next attempt has its own best and must be stuck again, for the full patience, before it
@@ -29,6 +34,8 @@ import dataclasses
 FLOOR_FRACTION = 0.1
 #: A streak needs at least this many evaluations (10 episodes each) however long it lasts in train steps.
 MIN_EVALUATIONS = 5
+#: A stall (no new best, below halfway to the target) must last this many times the patience.
+STALL_FACTOR = 4
 
 
 @dataclasses.dataclass
@@ -42,6 +49,10 @@ class FallbackResetRule:
     stuck_since: int | None = None  # train step of the first evaluation of the current in-band streak
     stuck_evaluations: int = 0
     resets: int = 0
+    attempt_start: int | None = None  # train step of the attempt's first evaluation
+    best_step: int | None = None  # train step of the attempt's best evaluation
+    stall_since: int | None = None  # first evaluation of the current streak below halfway to the target, no new best
+    stall_evaluations: int = 0
     fired_band: tuple[float, float] | None = None  # the band of the streak that asked for the last reset
 
     def band(self) -> tuple[float, float] | None:
@@ -58,17 +69,45 @@ class FallbackResetRule:
         if self.patience <= 0 or solved:
             return False
         self.lowest_return = average_return if self.lowest_return is None else min(self.lowest_return, average_return)
-        self.attempt_best = average_return if self.attempt_best is None else max(self.attempt_best, average_return)
+        if self.attempt_start is None:
+            self.attempt_start = train_step
+        new_best = self.attempt_best is None or average_return > self.attempt_best
+        if new_best:
+            self.attempt_best, self.best_step = average_return, train_step
         band = self.band()
-        if band is None or not band[0] < average_return < band[1]:
+        if band is None:
+            return False
+        fell_back = self._fell_back(train_step, band, average_return)
+        stalled = self._stalled(train_step, band[0], average_return, new_best)
+        if not (fell_back or stalled):
+            return False
+        self.stuck_since, self.stuck_evaluations, self.stall_since, self.stall_evaluations = None, 0, None, 0
+        self.attempt_best, self.best_step, self.attempt_start = None, None, None
+        self.fired_band = band if fell_back else (band[0], self.halfway())
+        self.resets += 1
+        return True
+
+    def halfway(self) -> float:
+        """Halfway from the lowest evaluation to the target."""
+        return self.lowest_return + 0.5 * (self.target - self.lowest_return)
+
+    def _fell_back(self, train_step: int, band: tuple[float, float], average_return: float) -> bool:
+        """Counts the streak in the band below halfway to the attempt's best; True once it lasted the patience."""
+        if not band[0] < average_return < band[1]:
             self.stuck_since, self.stuck_evaluations = None, 0
             return False
         if self.stuck_since is None:
             self.stuck_since = train_step
         self.stuck_evaluations += 1
-        if train_step - self.stuck_since < self.patience or self.stuck_evaluations < MIN_EVALUATIONS:
+        return train_step - self.stuck_since >= self.patience and self.stuck_evaluations >= MIN_EVALUATIONS
+
+    def _stalled(self, train_step: int, floor: float, average_return: float, new_best: bool) -> bool:
+        """Counts the streak below halfway to the target without a new best; True once it lasted long enough."""
+        if new_best or not floor < average_return < self.halfway():
+            self.stall_since, self.stall_evaluations = None, 0
             return False
-        self.stuck_since, self.stuck_evaluations, self.attempt_best = None, 0, None
-        self.fired_band = band
-        self.resets += 1
-        return True
+        if self.stall_since is None:
+            self.stall_since = train_step
+        self.stall_evaluations += 1
+        needed = max(STALL_FACTOR * self.patience, self.best_step - self.attempt_start)
+        return train_step - self.stall_since >= needed and self.stall_evaluations >= MIN_EVALUATIONS

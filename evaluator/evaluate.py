@@ -164,9 +164,9 @@ def run(config: EvaluatorConfig) -> int:
         last_evaluated = weights.train_step
         best.offer(weights.train_step, average_return, weights.variables, confirmed_return)
         if reset_rule.observe(weights.train_step, average_return, solved=best.reaches(target)):
-            log.info("train step %d: every greedy average for %d train steps stayed between %.1f and %.1f, "
-                     "partway to the target %.1f and below halfway to this attempt's best; asking the learner to "
-                     "reset", weights.train_step, config.fallback_reset_patience, *reset_rule.fired_band, target)
+            log.info("train step %d: stuck partway to the target %.1f (every recent greedy average between %.1f "
+                     "and %.1f, fallen back from this attempt's best or without a new best); asking the learner to "
+                     "reset", weights.train_step, target, *reset_rule.fired_band)
             reset_requests.send(weights.train_step)
             record["reset_requested"] = True
         scalars.write(weights.train_step, scalars_now)

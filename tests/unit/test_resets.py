@@ -49,6 +49,26 @@ def test_evaluations_at_the_random_level_are_noise_not_a_plateau():
     assert feed(FallbackResetRule(500, -100.0), [-500] * 40 + [-420]) == []
 
 
+def test_an_attempt_that_stalled_low_is_reset_after_four_patiences():
+    # A CartPole run whose best was 166 (step 1,000) and which then played ~95: never below halfway to its best.
+    returns = [9, 9, 27, 60, 157, 68, 90, 106, 136, 166] + [95] * 30
+    rule = FallbackResetRule(patience=500, target=475.0)
+    assert feed(rule, returns) == [3100]  # stalled from 1,100; 4 x 500 train steps later
+    assert rule.fired_band == (9 + 0.1 * 466, 9 + 0.5 * 466)
+
+
+def test_a_stall_lasts_at_least_as_long_as_the_attempt_took_to_reach_its_best():
+    # A slow learner: its best (200) came 3,000 train steps after its first evaluation; 4 x 500 is not enough.
+    climb = [10 + 6.4 * i for i in range(31)]
+    rule = FallbackResetRule(patience=500, target=475.0)
+    assert feed(rule, climb + [180] * 40) == [6200]  # stalled from 3,200; 3,000 train steps later
+
+
+def test_new_bests_keep_a_slow_learner_from_being_reset():
+    slow = [10 + 3 * i + (20 if i % 3 == 0 else 0) for i in range(70)]  # noisy, new best every third evaluation
+    assert feed(FallbackResetRule(500, 475.0), slow) == []
+
+
 def test_an_evaluation_back_above_the_ceiling_restarts_the_patience():
     rule = FallbackResetRule(patience=500, target=475.0)
     low, high = [100] * 4, [300]
@@ -56,7 +76,7 @@ def test_an_evaluation_back_above_the_ceiling_restarts_the_patience():
 
 
 def test_no_reset_once_solved_without_a_target_or_with_patience_zero():
-    returns = [10, 300, 470] + [100] * 30
+    returns = [10, 300, 470] + [100] * 20
     assert feed(FallbackResetRule(500, 475.0), returns, solved_from=300) == []
     assert feed(FallbackResetRule(500, None), returns) == []
     assert feed(FallbackResetRule(0, 475.0), returns) == []
