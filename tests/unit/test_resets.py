@@ -1,11 +1,15 @@
 """The fallback reset: when the evaluator asks for one, and what the learner's re-initialization does."""
 
+import time
+
 import numpy as np
+import reverb
 
 from dqn.agent import build_agent, reinitialize_q_networks
-from dqn.config import CommonConfig
+from dqn.config import CommonConfig, LearnerConfig
 from dqn.resets import FallbackResetRule
 from dqn.weights.wire import PublishedWeights
+from tests.conftest import free_port
 
 
 def feed(rule: FallbackResetRule, returns: list[float], solved_from: int | None = None, every: int = 100) -> list[int]:
@@ -108,3 +112,15 @@ def test_a_lucky_first_evaluation_does_not_raise_the_floor():
     rule = FallbackResetRule(500, 475.0)
     assert feed(rule, returns) == [1200]
     assert rule.fired_band == (8 + 0.1 * 467, 8 + 0.5 * 467)  # halfway to the target is below halfway to 482
+
+
+def test_a_replay_server_that_cannot_empty_its_table_leaves_the_reset_to_the_network(tmp_path):
+    from learner.train import Learner
+
+    config = LearnerConfig(root_dir=str(tmp_path), replay_address=f"localhost:{free_port()}", fc_layer_params=(32,),
+                           rpc_timeout_s=1.0)
+    learner = Learner(config)
+    learner.replay_client = reverb.Client(config.replay_address)  # nothing listens there
+    started = time.monotonic()
+    assert learner.empty_replay() is False
+    assert time.monotonic() - started < 5, "the call runs under the rpc deadline"
