@@ -17,8 +17,10 @@ average stayed in the band
 An evaluation outside the band ends the streak. A run is also stuck when it **stalled** low: its attempt never
 came far (a CartPole-v1 run that peaked at 166 and then played ~95 for 14,000 train steps is not below halfway to
 its best), and for `STALL_FACTOR` times the patience, and for at least as long as the attempt took to reach its best,
-every evaluation lay above the floor and below halfway to the target without beating that best. Scaling with the
-time to the best leaves slow learners alone: a run that needed 20,000 train steps for its best gets 20,000 more.
+every evaluation lay above the floor and below halfway to the target without beating that best, and the later half
+of those evaluations did not score better (by their median) than the earlier half. Scaling with the time to the
+best, and the trend, leave slow learners alone: a run that needed 20,000 train steps for its best gets 20,000 more,
+and a LunarLander-v3 run whose best was one lucky early evaluation (-59, then -170 rising to -95) is still rising.
  The lowest evaluation rather than the first is the reference
 because an untrained network's greedy policy can be lucky (a CartPole-v1 run's first evaluation scored 132, and
 its plateau near 90 then lay below a floor measured from there). Never once the target is met; never without a
@@ -29,6 +31,7 @@ is reset again.
 from __future__ import annotations
 
 import dataclasses
+import statistics
 
 #: Evaluations at or below this fraction of the way from the lowest evaluation to the target end a streak.
 FLOOR_FRACTION = 0.1
@@ -52,7 +55,7 @@ class FallbackResetRule:
     attempt_start: int | None = None  # train step of the attempt's first evaluation
     best_step: int | None = None  # train step of the attempt's best evaluation
     stall_since: int | None = None  # first evaluation of the current streak below halfway to the target, no new best
-    stall_evaluations: int = 0
+    stall_returns: list[float] = dataclasses.field(default_factory=list)  # the stall streak's evaluations
     fired_band: tuple[float, float] | None = None  # the band of the streak that asked for the last reset
 
     def band(self) -> tuple[float, float] | None:
@@ -81,7 +84,7 @@ class FallbackResetRule:
         stalled = self._stalled(train_step, band[0], average_return, new_best)
         if not (fell_back or stalled):
             return False
-        self.stuck_since, self.stuck_evaluations, self.stall_since, self.stall_evaluations = None, 0, None, 0
+        self.stuck_since, self.stuck_evaluations, self.stall_since, self.stall_returns = None, 0, None, []
         self.attempt_best, self.best_step, self.attempt_start = None, None, None
         self.fired_band = band if fell_back else (band[0], self.halfway())
         self.resets += 1
@@ -104,10 +107,14 @@ class FallbackResetRule:
     def _stalled(self, train_step: int, floor: float, average_return: float, new_best: bool) -> bool:
         """Counts the streak below halfway to the target without a new best; True once it lasted long enough."""
         if new_best or not floor < average_return < self.halfway():
-            self.stall_since, self.stall_evaluations = None, 0
+            self.stall_since, self.stall_returns = None, []
             return False
         if self.stall_since is None:
             self.stall_since = train_step
-        self.stall_evaluations += 1
+        self.stall_returns.append(average_return)
         needed = max(STALL_FACTOR * self.patience, self.best_step - self.attempt_start)
-        return train_step - self.stall_since >= needed and self.stall_evaluations >= MIN_EVALUATIONS
+        count = len(self.stall_returns)
+        if train_step - self.stall_since < needed or count < 2 * MIN_EVALUATIONS:
+            return False
+        earlier, later = self.stall_returns[:count // 2], self.stall_returns[count - count // 2:]
+        return statistics.median(later) <= statistics.median(earlier)

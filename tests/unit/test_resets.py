@@ -68,6 +68,15 @@ def test_a_stall_lasts_at_least_as_long_as_the_attempt_took_to_reach_its_best():
     assert feed(rule, climb + [180] * 40) == [6200]  # stalled from 3,200; 3,000 train steps later
 
 
+def test_a_rising_stall_is_progress_even_without_a_new_best():
+    # LunarLander-v3 seed 1: a lucky early evaluation (-59) stays the best while the policy climbs from about -250.
+    rule = FallbackResetRule(patience=500, target=200.0)
+    early = [-196, -183, -59, -78, -235, -254]
+    rising = [-150 + 2 * i for i in range(40)]  # -150 to -72, still below -59
+    assert feed(rule, early + rising) == []
+    assert feed(FallbackResetRule(500, 200.0), early + [-150] * 40) == [2700]  # flat: stalled from 700
+
+
 def test_new_bests_keep_a_slow_learner_from_being_reset():
     slow = [10 + 3 * i + (20 if i % 3 == 0 else 0) for i in range(70)]  # noisy, new best every third evaluation
     assert feed(FallbackResetRule(500, 475.0), slow) == []
