@@ -295,7 +295,7 @@ class EvaluatorConfig(CommonConfig):
     fallback_reset_patience: int = setting(
         500, "a run stuck partway to its target starts afresh (new Q-network, empty replay, epsilon from the start) "
            "once every evaluation for this many train steps stayed below halfway to its best (4x as long without a "
-           "new best below halfway to the target); 0 = never", ge=0)
+           "new best or a rise, below halfway to the target); 0 = never", ge=0)
     poll_interval_s: float = setting(0.1, "seconds between checks for newer weights; short enough that evaluations "
                                      "keep the eval_interval cadence", gt=0)
     health_port: int = setting(0, "TCP port of the grpc.health.v1 service; 0 = disabled", ge=0, le=65535)
