@@ -293,9 +293,9 @@ class EvaluatorConfig(CommonConfig):
         0, "cap on an evaluation episode in agent steps; 0 = auto: as training (max_episode_steps), for Atari ids at "
            "most 18,000 frames / atari_frame_skip (Nature DQN's 5 minutes)", ge=0)
     fallback_reset_patience: int = setting(
-        500, "a run stuck partway to its target starts afresh (new Q-network, empty replay, epsilon from the start) "
-           "once every evaluation for this many train steps stayed below halfway to its best (4x as long without a "
-           "new best or a rise, below halfway to the target); 0 = never", ge=0)
+        500, "a run stuck partway to its target starts afresh (new Q-network, empty replay, epsilon restarted) "
+           "after this many train steps below halfway to its best, or four times as many stalled low; 0 = never",
+        ge=0)
     poll_interval_s: float = setting(0.1, "seconds between checks for newer weights; short enough that evaluations "
                                      "keep the eval_interval cadence", gt=0)
     health_port: int = setting(0, "TCP port of the grpc.health.v1 service; 0 = disabled", ge=0, le=65535)
