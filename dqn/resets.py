@@ -21,11 +21,11 @@ every evaluation lay above the floor and below halfway to the target without bea
 of those evaluations did not score better (by their median) than the earlier half. Scaling with the time to the
 best, and the trend, leave slow learners alone: a run that needed 20,000 train steps for its best gets 20,000 more,
 and a LunarLander-v3 run whose best was one lucky early evaluation (-59, then -170 rising to -95) is still rising.
- The lowest evaluation rather than the first is the reference
-because an untrained network's greedy policy can be lucky (a CartPole-v1 run's first evaluation scored 132, and
-its plateau near 90 then lay below a floor measured from there). Never once the target is met; never without a
-target. After a reset the next attempt has its own best and must be stuck again, for the full patience, before it
-is reset again.
+
+The lowest evaluation rather than the first is the reference because an untrained network's greedy policy can be
+lucky (a CartPole-v1 run's first evaluation scored 132, and its plateau near 90 then lay below a floor measured
+from there). Never once the target is met; never without a target. After a reset the next attempt has its own
+best and must be stuck again, for the full patience, before it is reset again.
 """
 
 from __future__ import annotations
@@ -62,10 +62,9 @@ class FallbackResetRule:
         """(floor, ceiling) of the stuck band, or None where there is no target or no evaluation yet."""
         if self.target is None or self.lowest_return is None or self.target <= self.lowest_return:
             return None
-        span = self.target - self.lowest_return
         best = self.attempt_best if self.attempt_best is not None else self.lowest_return
-        ceiling = self.lowest_return + 0.5 * min(span, best - self.lowest_return)
-        return self.lowest_return + FLOOR_FRACTION * span, ceiling
+        ceiling = min(self.halfway(), self.lowest_return + 0.5 * (best - self.lowest_return))
+        return self.lowest_return + FLOOR_FRACTION * (self.target - self.lowest_return), ceiling
 
     def observe(self, train_step: int, average_return: float, solved: bool = False) -> bool:
         """Records one evaluation; True when the learner should reset now (the next attempt starts afresh)."""
