@@ -14,7 +14,8 @@ from tests.events import read_scalars
 
 pytestmark = pytest.mark.integration
 
-DECAY = ("--epsilon-decay-steps", "400", "--epsilon-end", "0.1")
+# Long enough that the actor, summarizing every 0.25 s, sees epsilon above 0.5 after the reset (~900 train steps).
+DECAY = ("--epsilon-decay-steps", "1600", "--epsilon-end", "0.1")
 APPLIED = "Q-network re-initialized"
 
 
@@ -32,10 +33,19 @@ def replay_inserts(client: reverb.Client) -> int:
 def test_a_reset_request_is_applied_once_and_restarts_the_actors_epsilon(system_factory):
     system = system_factory()
     learner = system.start_learner(*DECAY)
-    system.start_actor(0, *DECAY)
-    system.wait_training(500)
+    system.start_actor(0, *DECAY, "--summary-interval-s", "0.25")
+    system.wait_training(1700)
     assert published_exploration_start(system.server.address) == 0
     assert APPLIED not in learner.log()
+
+    def actor_epsilons():
+        return read_scalars(system.root / "actor-0").get("actor/epsilon", [])
+
+    # Summaries are periodic: wait for one at the schedule's end (0.1) before the request,
+    # so that the climb back after it is the reset's doing.
+    wait_until(lambda: any(abs(value - 0.1) < 1e-6 for _, value in actor_epsilons()), 60,
+               "the actor's epsilon to reach its end before the reset")
+    decayed_at = max(step for step, value in actor_epsilons() if abs(value - 0.1) < 1e-6)
 
     # What the evaluator sends when a run fell back (dqn/resets.py), through the real replay server.
     client = reverb.Client(system.server.address)
@@ -47,15 +57,11 @@ def test_a_reset_request_is_applied_once_and_restarts_the_actors_epsilon(system_
     assert "replay emptied" in learner.log()
     wait_until(lambda: published_exploration_start(system.server.address) > 0, 30, "the new epsilon start published")
     start = published_exploration_start(system.server.address)
-    assert start >= 500, "the schedule restarts at the train step the learner applied the request, not before"
+    assert start >= 1700, "the schedule restarts at the train step the learner applied the request, not before"
 
     # The actor's epsilon was at its end (0.1) before the request and climbs back to near 1 after it.
-    def actor_epsilons():
-        return read_scalars(system.root / "actor-0").get("actor/epsilon", [])
-
-    wait_until(lambda: any(value > 0.5 for _, value in actor_epsilons()[-20:]), 60,
+    wait_until(lambda: any(value > 0.5 for step, value in actor_epsilons() if step > decayed_at), 60,
                "the actor's epsilon to restart from the new exploration start")
-    assert any(abs(value - 0.1) < 1e-6 for _, value in actor_epsilons()), "epsilon had decayed before the reset"
 
     # A restarted learner restores the applied request and the schedule's start: no second reset.
     system.wait_training(start + 200)
