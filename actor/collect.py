@@ -13,7 +13,6 @@ import time
 import numpy as np
 import tensorflow as tf
 from tf_agents.trajectories import time_step as ts
-from threadpoolctl import threadpool_limits
 
 from actor.td_priority import ActorTdPriorities
 from dqn.agent import batched_actions, batched_actions_and_q_values, build_agent, epsilon_at
@@ -24,7 +23,7 @@ from dqn.health import start_health
 from dqn.numpy_policy import HostEpsilonGreedy, HostQNetwork
 from dqn.progress import EpisodeStats, write_progress
 from dqn.replay import check_table_matches, wait_for_server
-from dqn.runtime import StopSignal
+from dqn.runtime import StopSignal, use_one_core
 from dqn.summaries import GraphScalars
 from dqn.weights.flat import FlatWeights
 from dqn.weights.puller import WeightsPuller
@@ -268,9 +267,7 @@ class Actor:
 
 def run(config: ActorConfig) -> int:
     """Collects until stopped (SIGTERM/SIGINT) or `max_env_steps`; returns the exit code."""
-    tf.config.threading.set_intra_op_parallelism_threads(1)  # many processes share few cores
-    tf.config.threading.set_inter_op_parallelism_threads(1)
-    threadpool_limits(1, user_api="blas")  # numpy's inference too: a second BLAS thread would spin on a busy core
+    use_one_core()
     stop = StopSignal()
     health = start_health(config.health_port, "actor")
     client = wait_for_server(config.replay_address, wait_s=config.connect_timeout_s,

@@ -122,14 +122,11 @@ def main() -> None:
     args = parser.parse_args()
 
     import reverb
-    import tensorflow as tf
-
-    tf.config.threading.set_intra_op_parallelism_threads(1)  # as actor.collect.run: one process per core share
-    tf.config.threading.set_inter_op_parallelism_threads(1)
     from tf_agents.policies import py_tf_eager_policy
-    from threadpoolctl import threadpool_limits
 
-    threadpool_limits(1, user_api="blas")  # as actor.collect.run
+    from dqn.runtime import use_one_core
+
+    use_one_core()  # as actor.collect.run
 
     from bench.single_env import GymnasiumEnvironment
     from dqn.agent import build_agent

@@ -74,10 +74,10 @@ def part_replay(args: argparse.Namespace) -> None:
 def part_actor(args: argparse.Namespace) -> None:
     """Env steps/s of the Actor class with the conv collect policy, for each --num-envs."""
     import reverb
-    import tensorflow as tf
 
-    tf.config.threading.set_intra_op_parallelism_threads(1)  # as actor.collect.run does
-    tf.config.threading.set_inter_op_parallelism_threads(1)
+    from dqn.runtime import use_one_core
+
+    use_one_core()  # as actor.collect.run does
     from actor.collect import Actor
     from dqn.agent import build_agent
     from dqn.config import ActorConfig

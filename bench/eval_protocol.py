@@ -24,15 +24,14 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 def time_evaluation(seed: int, **overrides) -> dict:
     """One evaluation of never-FIRE weights with the breakout preset plus `overrides`: seconds, return, length."""
     import numpy as np
-    import tensorflow as tf
 
     from dqn.agent import build_agent
     from dqn.config import EvaluatorConfig
     from dqn.config_loading import resolve
+    from dqn.runtime import use_one_core
     from evaluator.evaluate import make_episodes
 
-    tf.config.threading.set_intra_op_parallelism_threads(1)  # as the evaluator role
-    tf.config.threading.set_inter_op_parallelism_threads(1)
+    use_one_core()  # as the evaluator role
     config = resolve(EvaluatorConfig, environ={}, flags={"preset": "breakout", **overrides})
     bundle = build_agent(config)
     weights = [np.zeros(v.shape, np.float32) for v in bundle.policy_variables]

@@ -34,7 +34,6 @@ import time
 
 import numpy as np
 import tensorflow as tf
-from threadpoolctl import threadpool_limits
 
 from dqn.agent import build_agent
 from dqn.config import EvaluatorConfig
@@ -43,7 +42,7 @@ from dqn.health import start_health
 from dqn.replay import check_table_matches, wait_for_server
 from dqn.reset_requests import ResetRequestSender
 from dqn.resets import FallbackResetRule
-from dqn.runtime import StopSignal
+from dqn.runtime import StopSignal, use_one_core
 from dqn.summaries import GraphScalars
 from dqn.weights.flat import FlatWeights
 from dqn.weights.puller import WeightsPuller
@@ -94,11 +93,7 @@ def confirmation_seed(seed: int, train_step: int) -> int:
 
 def run(config: EvaluatorConfig) -> int:
     """Evaluates each newly published policy that is >= eval_interval steps past the last one."""
-    tf.config.threading.set_intra_op_parallelism_threads(1)
-    tf.config.threading.set_inter_op_parallelism_threads(1)
-    # The numpy policy's matmuls too: a second BLAS thread spinning on a core the actors and learner keep busy made
-    # 10 CartPole episodes of ~100 steps take 1-4 s instead of under 0.1 s, and the evaluations fell behind.
-    threadpool_limits(1, user_api="blas")
+    use_one_core()
     stop = StopSignal()
     health = start_health(config.health_port, "evaluator")
     bundle = build_agent(config)
