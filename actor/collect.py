@@ -14,19 +14,16 @@ import numpy as np
 import tensorflow as tf
 from tf_agents.trajectories import time_step as ts
 
-from actor.td_priority import ActorTdPriorities
-from dqn.agent import batched_actions, batched_actions_and_q_values, build_agent, epsilon_at
-from dqn.config import ActorConfig
-from dqn.envs import EnvOptions, GymnasiumVectorEnvironment, env_specs
-from dqn.exploration import HeldRandomActions
-from dqn.health import start_health
-from dqn.numpy_policy import HostEpsilonGreedy, HostQNetwork
-from dqn.progress import EpisodeStats, write_progress
-from dqn.replay import check_table_matches, wait_for_server
-from dqn.runtime import StopSignal, use_one_core
-from dqn.summaries import GraphScalars
-from dqn.weights.flat import FlatWeights
-from dqn.weights.puller import WeightsPuller
+from actor.initial_priorities import InitialPriorities
+from dqn.builder import DqnBuilder
+from dqn.model.schedules import epsilon_at
+from dqn.process.health import start_health
+from dqn.process.progress import EpisodeStats, write_progress
+from dqn.process.runtime import StopSignal, use_one_core
+from dqn.process.summaries import GraphScalars
+from dqn.remote.replay_client import wait_for_server
+from dqn.remote.weights_puller import WeightsPuller
+from dqn.settings.config import ActorConfig, actor_dir
 
 log = logging.getLogger("actor")
 
@@ -76,37 +73,28 @@ def drop_faulted(time_step: ts.TimeStep, faulted: np.ndarray) -> ts.TimeStep:
 
 
 class Actor:
-    """One actor process's state: envs, writer streams, policy weights and counters."""
+    """One actor process's state: envs, replay writer, collect policy and counters."""
 
     def __init__(self, config: ActorConfig, client, stop: StopSignal):
         self.config = config
         self.stop = stop
-        self.bundle = build_agent(config)
-        check_table_matches(client, self.bundle, config, role="actor")
+        builder = DqnBuilder(config)
+        builder.check_server_tables(client, role="actor")
         self.seed = config.seed + 10_000 * (config.actor_id + 1)
-        options = EnvOptions.from_config(config)
-        self.env = GymnasiumVectorEnvironment(config.env_id, config.num_envs, seed=self.seed, options=options,
-                                              max_restarts=config.max_env_restarts,
-                                              restart_window=config.env_restart_window)
-        observation_spec, action_spec, _ = env_specs(config.env_id, options)
-        self.streams = self.bundle.layout.make_writer(client, config.num_envs, observation_spec, action_spec)
-        self.host_policy = self._host_policy()
-        if self.host_policy is None:
-            self.act = batched_actions(self.bundle.agent.collect_policy, config.num_envs)
-            self.policy_weights = FlatWeights(self.bundle.policy_variables)
-        self.td_priorities: ActorTdPriorities | None = None
-        if self.bundle.layout.actors_send_priorities:
-            if self.host_policy is None:
-                self.act_and_q = batched_actions_and_q_values(self.bundle.agent.collect_policy,
-                                                              self.bundle.q_network)
-            self.td_priorities = ActorTdPriorities(config.num_envs, config.gamma)
+        self.env = builder.make_envs(config.num_envs, seed=self.seed, max_restarts=config.max_env_restarts,
+                                     restart_window=config.env_restart_window)
+        self.writer = builder.make_writer(client, config.num_envs)
+        # Actors that send their own TD errors as initial priorities need the Q-values their policy acted on.
+        self.initial_priorities = (InitialPriorities(config.num_envs, config.gamma)
+                                   if builder.layout.actors_send_priorities else None)
+        self.policy = builder.make_collect_policy(config.num_envs, self.seed,
+                                                  q_values=self.initial_priorities is not None)
+        self.warmup_policy = builder.make_warmup_policy(config.num_envs, self.seed)
         self.puller = WeightsPuller(config.replay_address, config.rpc_timeout_s)
-        self.summary_dir = config.path(f"actor-{config.actor_id}")
-        self.writer = tf.summary.create_file_writer(self.summary_dir)
-        self.scalars = GraphScalars(self.writer)
-        self.epsilon = config.epsilon_start  # the value in the collect policy's epsilon variable
-        self.held_random = self._held_random_actions()
-        self.rng = np.random.default_rng(self.seed)
+        self.summary_dir = config.path(actor_dir(config.actor_id))
+        self.summary_writer = tf.summary.create_file_writer(self.summary_dir)
+        self.scalars = GraphScalars(self.summary_writer)
+        self.epsilon = config.epsilon_start  # the collect policy's epsilon
         self.stats = EpisodeStats(config.num_envs)
         self.weights_step = -1
         self.policy_lag = 0
@@ -117,40 +105,15 @@ class Actor:
         self._last_summary = (time.monotonic(), 0)
         self._last_notice = 0.0
 
-    def _host_policy(self) -> HostEpsilonGreedy | None:
-        """The numpy collect policy (inference auto and an MLP the mirror matches), else None: graph calls."""
-        if self.config.inference != "auto":
-            return None
-        network = HostQNetwork.mirror(self.bundle.q_network, self.bundle.policy_variables)
-        if network is None:
-            return None
-        return HostEpsilonGreedy(network, self.bundle.action_spec, seed=self.seed + 1)
-
-    def _held_random_actions(self) -> HeldRandomActions | None:
-        """Held random actions (epsilon_hold_exponent > 0); the policies then act greedily and these replace epsilon."""
-        if not self.config.epsilon_hold_exponent:
-            return None
-        if self.host_policy is None:
-            self.bundle.epsilon.assign(0.0)
-        spec = self.bundle.action_spec
-        return HeldRandomActions(self.config.num_envs, int(spec.minimum), int(spec.maximum),
-                                 self.config.epsilon_hold_exponent, seed=self.seed + 2)
-
     def _apply_new_weights(self) -> None:
         weights = self.puller.latest()
         if weights is None:
             return
-        if self.host_policy is not None:
-            self.host_policy.network.set_weights(weights.variables)
-        else:
-            self.policy_weights.assign(weights.variables)
+        self.policy.set_weights(weights.variables)
         self.policy_lag = max(0, weights.train_step - self.weights_step) if self.weights_step >= 0 else 0
         self.weights_step = weights.train_step
-        epsilon = actor_epsilon(self.config, weights.exploration_step)
-        if epsilon != self.epsilon:  # constant after the decay: no eager assign (and its kept tensor) per refresh
-            if self.host_policy is None and self.held_random is None:  # numpy and holds get self.epsilon per step
-                self.bundle.epsilon.assign(epsilon)
-            self.epsilon = epsilon
+        self.epsilon = actor_epsilon(self.config, weights.exploration_step)
+        self.policy.set_epsilon(self.epsilon)
 
     def _notice(self, message: str, *args: object) -> None:
         """Logs a degraded-state message at most every 15 s."""
@@ -160,7 +123,7 @@ class Actor:
 
     def _wait_for_replay(self) -> None:
         """Backpressure: hold the envs while the rate limiter (or a dead server) holds inserts back."""
-        while not self.streams.wait_for_server(self.config.max_pending_items, timeout_ms=1000):
+        while not self.writer.wait_for_server(self.config.max_pending_items, timeout_ms=1000):
             self.throttled_s += 1.0
             self.status = "throttled (learner behind or replay unreachable)"
             self.maybe_summarize()
@@ -175,37 +138,23 @@ class Actor:
                 return
 
     def step(self) -> None:
-        """One batched step of all envs: choose actions, step, write the N trajectory streams."""
-        config = self.config
-        warming_up = self.env_steps < config.warmup_steps
-        q_values = None
-        if warming_up:
-            spec = self.bundle.action_spec
-            action = self.rng.integers(int(spec.minimum), int(spec.maximum) + 1, size=config.num_envs,
-                                       dtype=np.int64)
-        elif self.host_policy is not None:
-            policy_epsilon = 0.0 if self.held_random is not None else self.epsilon
-            action, q_values = self.host_policy.actions_and_q_values(self.time_step.observation, policy_epsilon)
-        elif self.td_priorities is not None:
-            action, q_values = self.act_and_q(self.time_step)
-        else:
-            action = self.act(self.time_step)
-        if self.held_random is not None:
-            action = self.held_random.actions(action, 1.0 if warming_up else self.epsilon,
-                                              episode_starts=self.time_step.step_type == ts.StepType.FIRST)
+        """One batched step of all envs: choose actions, step, write the N envs' transitions."""
+        warming_up = self.env_steps < self.config.warmup_steps
+        policy = self.warmup_policy if warming_up else self.policy
+        action, q_values = policy.actions(self.time_step)
         self._wait_for_replay()
         next_time_step = self.env.step(action)
         faulted = self.env.faulted
         priorities = None
-        if self.td_priorities is not None:
-            priorities = self.td_priorities.closing(q_values)
+        if self.initial_priorities is not None:
+            priorities = self.initial_priorities.closing(q_values)
             priorities[self._faulted] = 0.0  # the dropped transition adds nothing to its block's priority
-            self.td_priorities.taken(q_values, action, next_time_step.reward, next_time_step.discount)
+            self.initial_priorities.taken(q_values, action, next_time_step.reward, next_time_step.discount)
         self._faulted = faulted
-        self.streams.append(drop_faulted(self.time_step, faulted), action, next_time_step, priorities)
+        self.writer.append(drop_faulted(self.time_step, faulted), action, next_time_step, priorities)
         self.stats.update(next_time_step, dropped=faulted)
         self.time_step = next_time_step
-        self.env_steps += config.num_envs
+        self.env_steps += self.config.num_envs
         self.status = "warming up" if warming_up else "collecting"
 
     def maybe_summarize(self, force: bool = False) -> None:
@@ -229,7 +178,7 @@ class Actor:
         self.scalars.write(self.env_steps, scalars)  # one graph call (dqn/summaries.py)
         write_progress(self.summary_dir, env_steps=self.env_steps, env_steps_per_sec=rate,
                        episodes=self.stats.episodes, env_restarts=self.env.restarts,
-                       weights_train_step=self.weights_step, items=self.streams.items_created, status=self.status)
+                       weights_train_step=self.weights_step, items=self.writer.items_created, status=self.status)
 
     def run(self) -> None:
         """Collects until a stop signal or max_env_steps."""
@@ -257,11 +206,11 @@ class Actor:
 
     def close(self) -> None:
         """Flushes what the server accepts within FINAL_FLUSH_S, then releases everything."""
-        self.streams.close(timeout_ms=int(min(FINAL_FLUSH_S, self.config.rpc_timeout_s) * 1000))
+        self.writer.close(timeout_ms=int(min(FINAL_FLUSH_S, self.config.rpc_timeout_s) * 1000))
         self.status = "stopped"
         self.maybe_summarize(force=True)  # the launcher's final summary reads the env steps from here
         self.puller.close()
-        self.writer.flush()
+        self.summary_writer.flush()
         self.env.close()
 
 
@@ -274,9 +223,9 @@ def run(config: ActorConfig) -> int:
                              call_timeout_s=config.rpc_timeout_s)
     actor = Actor(config, client, stop)
     health.set(True)
-    log.info("actor %d: %d envs of %s, writing to %s; policy in %s%s", config.actor_id, config.num_envs,
-             config.env_id, config.replay_address, "numpy" if actor.host_policy else "a graph call",
-             "; initial priorities: own TD errors" if actor.td_priorities else "")
+    log.info("actor %d: %d envs of %s, writing to %s; policy runs in %s%s", config.actor_id, config.num_envs,
+             config.env_id, config.replay_address, actor.policy.runs_in,
+             "; initial priorities: own TD errors" if actor.initial_priorities else "")
     actor.run()
     log.info("stopping after %d env steps (%s)", actor.env_steps, stop.signal_name or "max_env_steps reached")
     health.set(False)

@@ -73,9 +73,9 @@ def ours(actor, client, seconds: float) -> tuple[float, float]:
     actor.stop = Deadline(seconds)
     before_items, before_steps, start = inserted(client), actor.env_steps, time.perf_counter()
     actor.run()
-    actor.streams.flush(timeout_ms=60_000)  # count only items the server confirmed; the flush time counts too
+    actor.writer.flush(timeout_ms=60_000)  # count only items the server confirmed; the flush time counts too
     elapsed = time.perf_counter() - start
-    transitions = (inserted(client) - before_items) * actor.bundle.layout.transitions_per_item
+    transitions = (inserted(client) - before_items) * actor.config.envs_per_item
     return transitions / elapsed, (actor.env_steps - before_steps) / elapsed
 
 
@@ -124,14 +124,14 @@ def main() -> None:
     import reverb
     from tf_agents.policies import py_tf_eager_policy
 
-    from dqn.runtime import use_one_core
+    from dqn.process.runtime import use_one_core
 
     use_one_core()  # as actor.collect.run
 
     from bench.single_env import GymnasiumEnvironment
-    from dqn.agent import build_agent
-    from dqn.config import ActorConfig
-    from dqn.weights.wire import publish_weights
+    from dqn.builder import DqnBuilder
+    from dqn.remote.weights_wire import publish_weights
+    from dqn.settings.config import ActorConfig
 
     root = tempfile.mkdtemp(prefix="bench-actor-")
     counts = [int(n) for n in args.num_envs.split(",")]
@@ -143,7 +143,7 @@ def main() -> None:
                            prioritized_replay=args.td_error_priorities, envs_per_item=args.envs_per_item,
                            replay_min_size=args.envs_per_item,
                            initial_priority="td_error" if args.td_error_priorities else "max")
-        bundle = build_agent(base)
+        bundle = DqnBuilder(base).agent
         publish_weights(client, [v.numpy() for v in bundle.policy_variables], train_step=0)
         stock_env = GymnasiumEnvironment(base.env_id, seed=0)
         stock_policy = py_tf_eager_policy.PyTFEagerPolicy(bundle.agent.collect_policy, use_tf_function=True)
@@ -157,7 +157,7 @@ def main() -> None:
             config = dataclasses.replace(base, num_envs=num_envs, actor_id=num_envs)
             actor = make_actor(config, client)
             graph_actor = make_actor(dataclasses.replace(config, inference="graph", actor_id=num_envs + 1), client)
-            if actor.host_policy is None or graph_actor.host_policy is not None:
+            if actor.policy.runs_in != "numpy" or graph_actor.policy.runs_in != "graph":
                 raise SystemExit("expected numpy inference for 'ours' and a graph call for 'graph'")
             # Interleaved halves so a burst of load on the shared box hits every figure alike.
             raw, our, graph, theirs = (), (), (), ()

@@ -34,18 +34,20 @@ def run_book_loop(seed: int, budget_s: float, eval_interval: int = 100, target: 
     from tf_agents.utils import common
 
     from bench.single_env import GymnasiumEnvironment
-    from dqn.agent import build_agent, epsilon_at
-    from dqn.config import LocalConfig
+    from dqn.builder import DqnBuilder
+    from dqn.model.flat_weights import FlatWeights
+    from dqn.model.schedules import epsilon_at
     from dqn.replay_layout.items import REPLAY_TABLE
-    from dqn.weights.flat import FlatWeights
+    from dqn.settings.config import LocalConfig
     from evaluator.evaluate import make_episodes
 
     # One env's trajectory per item, as the book's observer writes it (not the service's blocks of envs).
     config = LocalConfig(seed=seed, envs_per_item=1)
-    bundle = build_agent(config)
+    builder = DqnBuilder(config)
+    bundle = builder.agent
     agent = bundle.agent
     table = reverb.Table("replay", reverb.selectors.Uniform(), reverb.selectors.Fifo(), config.replay_max_size,
-                         reverb.rate_limiters.MinSize(1), signature=bundle.layout.signatures(bundle)[REPLAY_TABLE])
+                         reverb.rate_limiters.MinSize(1), signature=builder.table_signatures()[REPLAY_TABLE])
     server = reverb.Server([table], port=None)
     buffer = reverb_replay_buffer.ReverbReplayBuffer(agent.collect_data_spec, "replay", sequence_length=2,
                                                      local_server=server)
@@ -60,7 +62,7 @@ def run_book_loop(seed: int, budget_s: float, eval_interval: int = 100, target: 
     dataset = buffer.as_dataset(sample_batch_size=64, num_steps=2, num_parallel_calls=3).prefetch(3)
     iterator = iter(dataset)
     train = common.function(agent.train)
-    episodes = make_episodes(dataclasses.replace(config, eval_episodes=10), bundle)
+    episodes = make_episodes(dataclasses.replace(config, eval_episodes=10), builder)
     policy_weights = FlatWeights(bundle.policy_variables)
     time_step = env.reset()
     best, step, solved_at, evals = float("-inf"), 0, None, []

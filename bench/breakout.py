@@ -29,7 +29,7 @@ BREAKOUT_SERVER = ("--preset", "breakout", "--replay-min-size", "100")
 
 def breakout_config(config_class, **overrides):
     """The breakout preset for `config_class`, with overrides (field -> value)."""
-    from dqn.config_loading import resolve
+    from dqn.settings.loading import resolve
 
     flags = {"preset": "breakout", **{k: str(v) for k, v in overrides.items()}}
     return resolve(config_class, environ={}, flags=flags)
@@ -59,8 +59,8 @@ def replay_bytes(env_id: str, server_flags: tuple[str, ...], options, items: int
 
 def part_replay(args: argparse.Namespace) -> None:
     """Bytes per stored transition for Breakout (preset) and CartPole (Reverb's per-item bookkeeping)."""
-    from dqn.config import CommonConfig
-    from dqn.envs import EnvOptions
+    from dqn.envs.making import EnvOptions
+    from dqn.settings.config import CommonConfig
 
     config = breakout_config(CommonConfig)
     breakout, count = replay_bytes(config.env_id, BREAKOUT_SERVER, EnvOptions.from_config(config), args.items)
@@ -75,18 +75,18 @@ def part_actor(args: argparse.Namespace) -> None:
     """Env steps/s of the Actor class with the conv collect policy, for each --num-envs."""
     import reverb
 
-    from dqn.runtime import use_one_core
+    from dqn.process.runtime import use_one_core
 
     use_one_core()  # as actor.collect.run does
     from actor.collect import Actor
-    from dqn.agent import build_agent
-    from dqn.config import ActorConfig
-    from dqn.runtime import StopSignal
-    from dqn.weights.wire import publish_weights
+    from dqn.builder import DqnBuilder
+    from dqn.process.runtime import StopSignal
+    from dqn.remote.weights_wire import publish_weights
+    from dqn.settings.config import ActorConfig
 
     with replay_server(*BREAKOUT_SERVER, "--replay-max-size", "1000000") as (address, _):
         client = reverb.Client(address)
-        bundle = build_agent(breakout_config(ActorConfig, replay_address=address))
+        bundle = DqnBuilder(breakout_config(ActorConfig, replay_address=address)).agent
         publish_weights(client, [v.numpy() for v in bundle.policy_variables], 0)
         for num_envs in (int(n) for n in args.num_envs.split(",")):
             config = breakout_config(ActorConfig, replay_address=address, num_envs=num_envs, warmup_steps=0,
@@ -107,15 +107,15 @@ def part_learner(args: argparse.Namespace) -> None:
     from tf_agents.utils import common
 
     from bench.common import make_dataset
-    from dqn.agent import build_agent
-    from dqn.config import LearnerConfig
-    from dqn.envs import EnvOptions
+    from dqn.builder import DqnBuilder
+    from dqn.envs.making import EnvOptions
+    from dqn.settings.config import LearnerConfig
 
     with replay_server(*BREAKOUT_SERVER, "--replay-max-size", "100000") as (address, _):
         config = breakout_config(LearnerConfig, replay_address=address)
         fill_replay(address, 5000, env_id=config.env_id, options=EnvOptions.from_config(config))
-        bundle = build_agent(config)
-        iterator = iter(make_dataset(config, bundle))
+        bundle = DqnBuilder(config).agent
+        iterator = iter(make_dataset(config))
         fixed, _ = next(iterator)
         train = common.function(bundle.agent.train)
         steps = (("fixed batch", lambda: train(fixed)), ("fed from replay", lambda: train(next(iterator)[0])))

@@ -24,7 +24,7 @@ def replay_server(*flags: str):
     process = subprocess.Popen([sys.executable, "-m", "launcher", "replay-server", "--root-dir", root,
                                 "--port", str(port), "--health-port", str(health), "--checkpoint-interval-s", "0",
                                 "--samples-per-insert", "0", *flags], stdout=log, stderr=subprocess.STDOUT)
-    from dqn.health import check
+    from dqn.process.health import check
 
     deadline = time.monotonic() + 120
     while check(f"localhost:{health}", 1.0) != "SERVING":
@@ -55,11 +55,11 @@ def fill_replay(address: str, num_transitions: int, num_envs: int = 16, env_id: 
     import numpy as np
     import reverb
 
-    from dqn.config import CommonConfig
-    from dqn.envs import GymnasiumVectorEnvironment
+    from dqn.envs.vector_env import GymnasiumVectorEnvironment
     from dqn.replay_layout.env_block_writer import BlockStreams
     from dqn.replay_layout.env_stream_writer import TrajectoryStreams
     from dqn.replay_layout.items import ItemShape
+    from dqn.settings.config import CommonConfig
 
     envs = ItemShape.from_config(CommonConfig()).envs_per_item if envs_per_item is None else envs_per_item
     env = GymnasiumVectorEnvironment(env_id, num_envs, seed=seed, options=options)
@@ -79,11 +79,12 @@ def fill_replay(address: str, num_transitions: int, num_envs: int = 16, env_id: 
     return streams.items_created * envs / (time.perf_counter() - start)
 
 
-def make_dataset(config, bundle):
+def make_dataset(config):
     """The learner's batches as a plain dataset: sampled items finished into the rows `agent.train` takes.
 
     The learner itself applies `finish_batch` inside its feed's staging call (learner/feed.py).
     """
-    from learner.dataset import sample_dataset
+    from dqn.builder import DqnBuilder
 
-    return sample_dataset(config, bundle).map(bundle.layout.finish_batch())
+    builder = DqnBuilder(config)
+    return builder.make_dataset().map(builder.layout.finish_batch())

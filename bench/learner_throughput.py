@@ -34,13 +34,15 @@ def rate(step_fn, seconds: float, steps_per_call: int = 1) -> float:
     return calls * steps_per_call / (time.perf_counter() - start)
 
 
-def fed_step_fn(config, bundle, train_fn):
+def fed_step_fn(config, builder, train_fn):
     """(step function, close) of the learner's own input path: batches staged in variables by its feed thread."""
-    from learner.dataset import sample_dataset
+    from dqn.replay_layout.dataset import sample_dataset
     from learner.feed import StagedBatches
     from learner.staged import StagedTrainer
 
-    feed = StagedBatches(lambda: sample_dataset(config, bundle), bundle.layout.finish_batch())
+    # `config` may differ from the builder's in its input settings (pipeline, streams, steps per call).
+    feed = StagedBatches(lambda: sample_dataset(config, builder.layout, builder.replay_item_step_spec),
+                         builder.layout.finish_batch())
     trainer = StagedTrainer(train_fn, feed.slots)
 
     def fed_step():
@@ -51,9 +53,9 @@ def fed_step_fn(config, bundle, train_fn):
     return fed_step, feed.close
 
 
-def interleaved_ratios(config, bundle, train_fn, fixed_batch, args) -> list[tuple[float, float, float]]:
+def interleaved_ratios(config, builder, train_fn, fixed_batch, args) -> list[tuple[float, float, float]]:
     """(fed / fixed, fed, fixed) SGD steps/s per round; the same train function, windows alternating first."""
-    fed_step, close = fed_step_fn(config, bundle, train_fn)
+    fed_step, close = fed_step_fn(config, builder, train_fn)
     fixed_step = lambda: train_fn(fixed_batch, None)  # noqa: E731 - the learner's train function on one batch
     rounds = []
     try:
@@ -80,7 +82,7 @@ def main() -> None:
     parser.add_argument("--steps-per-call", default="2,4",
                         help="also run the train step N SGD steps per call (--train-steps-per-call), fixed and fed "
                              "by the learner's default input, on the last layout")
-    from dqn.config import LearnerConfig
+    from dqn.settings.config import LearnerConfig
 
     defaults = LearnerConfig()
     parser.add_argument("--intra-op-threads", type=int, default=defaults.intra_op_threads,
@@ -100,7 +102,7 @@ def main() -> None:
     print(f"TF threads: intra-op {intra}, inter-op {inter} (0 = TF's default)")
 
     from bench.common import make_dataset
-    from dqn.agent import build_agent
+    from dqn.builder import DqnBuilder
     from learner.train import make_train_fn
 
     layers = tuple(int(n) for n in args.fc_layer_params.split(","))
@@ -108,9 +110,9 @@ def main() -> None:
     pairs = []  # (fed, fixed) rows whose ratio is printed
     fixed_name = "tf.function train, fixed batch"
 
-    def fed_rate(config, bundle, train_fn) -> float:
+    def fed_rate(config, builder, train_fn) -> float:
         """SGD steps/s of the learner's own input path: batches staged in variables by its feed thread."""
-        fed_step, close = fed_step_fn(config, bundle, train_fn)
+        fed_step, close = fed_step_fn(config, builder, train_fn)
         try:
             return rate(fed_step, args.seconds, config.train_steps_per_call)
         finally:
@@ -122,10 +124,11 @@ def main() -> None:
             fill_replay(address, 20_000, num_envs=max(16, envs), envs_per_item=envs)
             config = LearnerConfig(replay_address=address, batch_size=args.batch_size, fc_layer_params=layers,
                                    envs_per_item=envs)
-            bundle = build_agent(config)
+            builder = DqnBuilder(config)
+            bundle = builder.agent
             learner_train = make_train_fn(bundle, args.batch_size, 1)  # what the learner runs per staged batch
             if fixed_name not in results:
-                fixed, _ = next(iter(make_dataset(config, bundle)))
+                fixed, _ = next(iter(make_dataset(config)))
                 agent = bundle.agent
                 train = common.function(agent.train)
                 xla = tf.function(lambda experience: agent.train(experience).loss, jit_compile=True)  # noqa: B023
@@ -140,22 +143,22 @@ def main() -> None:
                 variant = dataclasses.replace(config, replay_dataset=pipeline, num_parallel_calls=streams)
                 name = (f"tf.function train, fed by {pipeline} ({streams} stream{'s' if streams > 1 else ''}), "
                         f"{envs} env{'s' if envs > 1 else ''}/item")
-                results[name] = fed_rate(variant, bundle, learner_train)
+                results[name] = fed_rate(variant, builder, learner_train)
                 pairs.append((name, fixed_name))
             if envs != layouts[-1]:
                 continue
             if args.rounds:
-                layout_batch, _ = next(iter(make_dataset(config, bundle)))  # this layout's sampled batch, kept
-                interleaved = interleaved_ratios(config, bundle, learner_train, layout_batch, args)
+                layout_batch, _ = next(iter(make_dataset(config)))  # this layout's sampled batch, kept
+                interleaved = interleaved_ratios(config, builder, learner_train, layout_batch, args)
             # Several SGD steps per call, on the last layout's server.
             for steps in (int(n) for n in args.steps_per_call.split(",") if n):
                 many = dataclasses.replace(config, train_steps_per_call=steps)
                 train_many = make_train_fn(bundle, args.batch_size, steps)
-                fixed_many, _ = next(iter(make_dataset(many, bundle)))
+                fixed_many, _ = next(iter(make_dataset(many)))
                 fixed_steps = f"{steps} SGD steps per call, fixed batch"
                 results[fixed_steps] = rate(lambda: train_many(fixed_many, None), args.seconds, steps)  # noqa: B023
                 fed_steps = f"{steps} SGD steps per call, fed by the default input, {envs} envs/item"
-                results[fed_steps] = fed_rate(many, bundle, train_many)
+                results[fed_steps] = fed_rate(many, builder, train_many)
                 pairs.append((fed_steps, fixed_steps))
     width = max(map(len, results))
     for name, value in results.items():

@@ -118,21 +118,26 @@ def run_seed(seed: int, args: argparse.Namespace) -> dict:
     """Trains one seed until solved or `args.steps`; returns the evaluation record."""
     import tensorflow as tf
 
-    from dqn.agent import batched_actions, build_agent, epsilon_at, reinitialize_q_networks
-    from dqn.config import LocalConfig
-    from dqn.config_loading import resolve
-    from dqn.envs import GymnasiumVectorEnvironment
-    from dqn.exploration import HeldRandomActions
+    from dqn.builder import DqnBuilder
+    from dqn.envs.vector_env import GymnasiumVectorEnvironment
+    from dqn.model.agent import reinitialize_q_networks
+    from dqn.model.exploration import HeldRandomActions
+    from dqn.model.flat_weights import FlatWeights
+    from dqn.model.graph_policy import batched_actions
+    from dqn.model.schedules import epsilon_at
     from dqn.replay_layout.items import ItemShape
     from dqn.replay_layout.unpack import close_episode_ends
-    from dqn.resets import FallbackResetRule
-    from dqn.weights.flat import FlatWeights
+    from dqn.settings.config import LocalConfig
+    from dqn.settings.loading import resolve
     from evaluator.evaluate import confirmation_seed, make_episodes
+    from evaluator.reset_rule import FallbackResetRule
 
     config = resolve(LocalConfig, flags={**args.flags, "seed": str(seed)}, environ={})
     tf.random.set_seed(seed)
     rng = np.random.default_rng(seed)
-    learner, acting = build_agent(config), build_agent(config)  # acting = the actors' lagged copy of the weights
+    # acting = the actors' lagged copy of the weights
+    learner_builder = DqnBuilder(config)
+    learner, acting = learner_builder.agent, DqnBuilder(config).agent
 
     def publish() -> None:
         for source, target in zip(learner.policy_variables, acting.policy_variables, strict=True):
@@ -142,9 +147,9 @@ def run_seed(seed: int, args: argparse.Namespace) -> dict:
     num_envs = config.num_envs * config.num_actors
     env = GymnasiumVectorEnvironment(config.env_id, num_envs, seed=seed)
     collect = batched_actions(acting.agent.collect_policy, num_envs)
-    episodes = make_episodes(dataclasses.replace(config, eval_episodes=10), learner)
-    confirmation = make_episodes(config, learner, config.eval_confirm_episodes) if config.eval_confirm_episodes \
-        else None
+    episodes = make_episodes(dataclasses.replace(config, eval_episodes=10), learner_builder)
+    confirmation = (make_episodes(config, learner_builder, config.eval_confirm_episodes)
+                    if config.eval_confirm_episodes else None)
     learner_weights = FlatWeights(learner.policy_variables)
     shape = ItemShape.from_config(config)
     run_past_episode_end = shape.run_past_episode_end and not args.observer_windows

@@ -75,10 +75,10 @@ def aggregate_rate(num_actors: int, seconds: float, num_envs: int | None) -> tup
     """(transitions/s into the table with `num_actors` actors, peak RSS by role, num_envs used)."""
     import reverb
 
-    from dqn.agent import build_agent
-    from dqn.config import ActorConfig
+    from dqn.builder import DqnBuilder
+    from dqn.remote.weights_wire import publish_weights
     from dqn.replay_layout.items import ItemShape
-    from dqn.weights.wire import publish_weights
+    from dqn.settings.config import ActorConfig
 
     root = tempfile.mkdtemp(prefix="bench-scaling-")
     with replay_server("--replay-max-size", "1000000", "--replay-min-size", "16") as (address, server_pid), \
@@ -86,7 +86,7 @@ def aggregate_rate(num_actors: int, seconds: float, num_envs: int | None) -> tup
         rss.watch("replay server", server_pid)
         client = reverb.Client(address)
         config = ActorConfig(root_dir=root, replay_address=address)
-        publish_weights(client, [v.numpy() for v in build_agent(config).policy_variables], train_step=0)
+        publish_weights(client, [v.numpy() for v in DqnBuilder(config).agent.policy_variables], train_step=0)
         actors = [start_actor(address, root, i, num_envs) for i in range(num_actors)]
         try:
             for i, actor in enumerate(actors):
@@ -121,8 +121,8 @@ def bytes_per_transition(items: int, warmup_items: int) -> tuple[float, int, int
     import psutil
     import reverb
 
-    from dqn.config import CommonConfig
     from dqn.replay_layout.items import ItemShape
+    from dqn.settings.config import CommonConfig
 
     envs_per_item = ItemShape.from_config(CommonConfig()).envs_per_item  # the server's default layout (fill_replay's)
     with replay_server("--replay-max-size", str(2 * (items + warmup_items)), "--replay-min-size", "16") as (

@@ -13,7 +13,8 @@ from tf_agents.environments import py_environment
 from tf_agents.specs import array_spec
 from tf_agents.trajectories import time_step as ts
 
-from dqn.envs import EnvOptions, action_spec, make_gym_env, observation_spec
+from dqn.envs.making import EnvOptions, make_gym_env
+from dqn.envs.spaces import action_spec, observation_spec
 
 
 class GymnasiumEnvironment(py_environment.PyEnvironment):

@@ -27,7 +27,7 @@ import numpy as np  # noqa: E402
 import portpicker  # noqa: E402
 import psutil  # noqa: E402
 
-from dqn.progress import read_progress  # noqa: E402
+from dqn.process.progress import read_progress  # noqa: E402
 
 FLAGS = ["--replay-max-size", "50000", "--samples-per-insert", "16"]
 

@@ -19,8 +19,8 @@ import os
 import numpy as np
 from tf_agents.policies import policy_saver
 
-from dqn.export import export_policy
-from dqn.weights.flat import FlatWeights
+from dqn.model.flat_weights import FlatWeights
+from dqn.model.policy_export import export_policy
 
 log = logging.getLogger("evaluator")
 

@@ -25,9 +25,9 @@ from tf_agents.environments import tf_py_environment
 from tf_agents.policies import epsilon_greedy_policy
 from tf_agents.trajectories import time_step as ts
 
-from dqn.envs import GymnasiumVectorEnvironment
-from dqn.numpy_policy import HostEpsilonGreedy, HostQNetwork
-from dqn.weights.flat import FlatWeights
+from dqn.envs.vector_env import GymnasiumVectorEnvironment
+from dqn.model.flat_weights import FlatWeights
+from dqn.model.numpy_policy import HostEpsilonGreedy, HostQNetwork
 
 
 def cut_short_by_faults(lengths: np.ndarray, first_step_fault: np.ndarray) -> np.ndarray:
@@ -47,17 +47,16 @@ def averages_of_whole_episodes(returns: np.ndarray, lengths: np.ndarray, cut_sho
     return float(returns[kept].mean()), float(lengths[kept].mean())
 
 
-def greedy_episodes(policy, q_network, env: GymnasiumVectorEnvironment,
+def greedy_episodes(policy, action_spec, env: GymnasiumVectorEnvironment,
                     epsilon: float = 0.0) -> GreedyEpisodes | HostGreedyEpisodes:
-    """The numpy loop when the mirror copies `q_network` exactly, else the in-graph loop of `policy`.
+    """The numpy loop for a numpy Q-network, else the in-graph loop of a TF-Agents `policy`.
 
-    `epsilon` > 0 takes a uniformly random action with that probability at each step (0 = greedy).
+    `policy` is `DqnBuilder.make_evaluation_policy()`; `epsilon` > 0 takes a uniformly random action with that
+    probability at each step (0 = greedy).
     """
-    variables = list(policy.variables())
-    mirror = HostQNetwork.mirror(q_network, variables)
-    if mirror is None:
-        return GreedyEpisodes(policy, env, epsilon=epsilon)
-    return HostGreedyEpisodes(mirror, policy.action_spec, env, epsilon=epsilon)
+    if isinstance(policy, HostQNetwork):
+        return HostGreedyEpisodes(policy, action_spec, env, epsilon=epsilon)
+    return GreedyEpisodes(policy, env, epsilon=epsilon)
 
 
 class HostGreedyEpisodes:

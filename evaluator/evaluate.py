@@ -35,19 +35,20 @@ import time
 import numpy as np
 import tensorflow as tf
 
-from dqn.agent import build_agent
-from dqn.config import EvaluatorConfig
-from dqn.envs import EnvOptions, GymnasiumVectorEnvironment, is_atari
-from dqn.health import start_health
-from dqn.replay import check_table_matches, wait_for_server
-from dqn.reset_requests import ResetRequestSender
-from dqn.resets import FallbackResetRule
-from dqn.runtime import StopSignal, use_one_core
-from dqn.summaries import GraphScalars
-from dqn.weights.flat import FlatWeights
-from dqn.weights.puller import WeightsPuller
+from dqn.builder import DqnBuilder
+from dqn.envs.atari import is_atari
+from dqn.envs.making import EnvOptions
+from dqn.model.flat_weights import FlatWeights
+from dqn.process.health import start_health
+from dqn.process.runtime import StopSignal, use_one_core
+from dqn.process.summaries import GraphScalars
+from dqn.remote.replay_client import wait_for_server
+from dqn.remote.reset_requests import ResetRequestSender
+from dqn.remote.weights_puller import WeightsPuller
+from dqn.settings.config import EvaluatorConfig, role_dir
 from evaluator.best import BestPolicy
 from evaluator.episodes import GreedyEpisodes, HostGreedyEpisodes, greedy_episodes
+from evaluator.reset_rule import FallbackResetRule
 
 log = logging.getLogger("evaluator")
 
@@ -72,18 +73,18 @@ def evaluation_protocol(config: EvaluatorConfig) -> tuple[float, EnvOptions]:
     return epsilon, options
 
 
-def make_episodes(config: EvaluatorConfig, bundle, num_episodes: int | None = None
+def make_episodes(config: EvaluatorConfig, builder: DqnBuilder, num_episodes: int | None = None
                   ) -> GreedyEpisodes | HostGreedyEpisodes:
     """`num_episodes` (default eval_episodes) envs and a policy loop, built once and reused by every evaluation.
 
     Give it weights with `load(variables)` before `run`.
     """
     epsilon, options = evaluation_protocol(config)
-    env = GymnasiumVectorEnvironment(config.env_id, num_episodes or config.eval_episodes, options=options)
+    env = builder.make_envs(num_episodes or config.eval_episodes, options=options)
     cap = f"{options.max_episode_steps} agent steps" if options.max_episode_steps else "the env's own limit"
     if num_episodes is None:
         log.info("evaluation episodes: epsilon %g, at most %s", epsilon, cap)
-    return greedy_episodes(bundle.agent.policy, bundle.q_network, env, epsilon=epsilon)
+    return greedy_episodes(builder.make_evaluation_policy(), builder.agent.action_spec, env, epsilon=epsilon)
 
 
 def confirmation_seed(seed: int, train_step: int) -> int:
@@ -96,19 +97,20 @@ def run(config: EvaluatorConfig) -> int:
     use_one_core()
     stop = StopSignal()
     health = start_health(config.health_port, "evaluator")
-    bundle = build_agent(config)
+    builder = DqnBuilder(config)
+    bundle = builder.agent
     client = wait_for_server(config.replay_address, wait_s=config.connect_timeout_s,
                              call_timeout_s=config.rpc_timeout_s)
-    check_table_matches(client, bundle, config, role="evaluator")
-    episodes = make_episodes(config, bundle)
-    target = config.resolved_target_return(bundle.reward_threshold)
-    confirmation = make_episodes(config, bundle, config.eval_confirm_episodes) if config.eval_confirm_episodes \
+    builder.check_server_tables(client, role="evaluator")
+    episodes = make_episodes(config, builder)
+    target = config.resolved_target_return(builder.reward_threshold)
+    confirmation = make_episodes(config, builder, config.eval_confirm_episodes) if config.eval_confirm_episodes \
         else None
     log.info("greedy episodes run %s", "in numpy (plain MLP)" if isinstance(episodes, HostGreedyEpisodes)
              else "inside the graph")
     puller = WeightsPuller(config.replay_address, config.rpc_timeout_s)
     policy_weights = FlatWeights(bundle.policy_variables)
-    summary_dir = config.path("evaluator")
+    summary_dir = config.path(role_dir("evaluator"))
     os.makedirs(summary_dir, exist_ok=True)
     writer = tf.summary.create_file_writer(summary_dir)
     scalars = GraphScalars(writer)

@@ -15,14 +15,14 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from dqn.runtime import quiet_tensorflow
+from dqn.process.runtime import quiet_tensorflow
 
 quiet_tensorflow()
 
 # Imported after quieting TF: these modules are light, roles' heavy imports happen lazily below.
-from dqn import config_loading  # noqa: E402
-from dqn.config import ALL_CONFIG_CLASSES  # noqa: E402
 from dqn.errors import ServiceError  # noqa: E402
+from dqn.settings import loading as config_loading  # noqa: E402
+from dqn.settings.config import ALL_CONFIG_CLASSES, actor_dir, role_dir  # noqa: E402
 from launcher.roles import ROLES, load_entry  # noqa: E402
 
 
@@ -58,13 +58,13 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def role_dir(command: str, config: Any) -> tuple[str, ...]:
+def role_subdir(command: str, config: Any) -> tuple[str, ...]:
     """Sub-directory of the run root that holds a role's logs, summaries and resolved config."""
     if command == "local":
         return ()
     if command == "actor":
-        return (f"actor-{config.actor_id}",)
-    return ({"replay-server": "replay"}.get(command, command),)
+        return (actor_dir(config.actor_id),)
+    return (role_dir(command),)
 
 
 def load_config(config_class: type, flags: dict[str, Any]) -> Any:
@@ -95,7 +95,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the process exit code."""
     args = _parser().parse_args(argv)
     if args.command == "probe":
-        from dqn.health import check
+        from dqn.process.health import check
 
         status = check(args.address, args.timeout)
         print(status)
@@ -108,7 +108,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "policy-check":
         import json
 
-        from dqn.export import policy_check
+        from dqn.model.policy_export import policy_check
 
         print(json.dumps(policy_check(args.policy_dir, args.env_id, args.episodes, args.seed)), flush=True)
         return 0
@@ -116,7 +116,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _print_config(args)
     role = ROLES[args.command]
     flags = {k: v for k, v in vars(args).items() if k != "command"}
-    from dqn.runtime import setup_logging
+    from dqn.process.runtime import setup_logging
 
     try:
         config = load_config(role.config_class, flags)
@@ -124,15 +124,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             from launcher.forked import start_forkserver
 
             start_forkserver()
-        from dqn.agent import check_network_input  # imports TensorFlow
-        from dqn.envs import EnvOptions, env_specs
+        from dqn.envs.making import EnvOptions, env_specs
+        from dqn.model.networks import check_network_input  # imports TensorFlow
         if getattr(config, "actor_id", 0) < 0:  # replicas share one config: give each a stable id of its own
             config = dataclasses.replace(config, actor_id=config.resolved_actor_id())
         # Unknown id, unsupported spaces or a network that does not fit them fail here, before anything starts.
         observation_spec, _, _ = env_specs(config.env_id, EnvOptions.from_config(config))
         check_network_input(config, observation_spec)
         setup_logging(args.command)
-        config_loading.write_config(config, config.path(*role_dir(args.command, config), "config.json"))
+        config_loading.write_config(config, config.path(*role_subdir(args.command, config), "config.json"))
         return int(load_entry(role.entry)(config) or 0)
     except ServiceError as error:
         print(f"dqn-service {args.command}: error: {error}", file=sys.stderr)

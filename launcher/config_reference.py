@@ -10,8 +10,8 @@ import collections
 import dataclasses
 import re
 
-from dqn.config import CommonConfig
-from dqn.config_loading import allowed_values, env_name, field_types, flag_name, format_value
+from dqn.settings.config import CommonConfig
+from dqn.settings.loading import allowed_values, env_name, field_types, flag_name, format_value
 from launcher.roles import ROLES
 
 COMMAND = "dqn-service config --markdown > docs/configuration.md"

@@ -20,11 +20,11 @@ import time
 
 import portpicker
 
-from dqn import config_loading
-from dqn.config import LocalConfig
-from dqn.envs import EnvOptions, env_specs
-from dqn.progress import read_progress
-from dqn.runtime import StopSignal
+from dqn.envs.making import EnvOptions, env_specs
+from dqn.process.progress import read_progress
+from dqn.process.runtime import StopSignal
+from dqn.settings import loading as config_loading
+from dqn.settings.config import LocalConfig, actor_dir, role_dir
 from launcher.forked import ForkedRole
 
 log = logging.getLogger("local")
@@ -175,7 +175,7 @@ class EvalRecords:
     """Reads the evaluator's result lines (`evaluator/evals.jsonl`) as they are appended, none skipped."""
 
     def __init__(self, root: str):
-        self._path = os.path.join(root, "evaluator", "evals.jsonl")
+        self._path = os.path.join(root, role_dir("evaluator"), "evals.jsonl")
         self._offset = 0
 
     def new(self) -> list[dict]:
@@ -194,11 +194,11 @@ class EvalRecords:
 def progress_line(config: LocalConfig, elapsed: float, best: dict | None, role_restarts: int = 0,
                   latest: dict | None = None) -> tuple[str, int, int]:
     """(one-line status, train step, env steps) from the roles' progress files."""
-    learner = read_progress(config.path("learner"))
-    actors = [read_progress(config.path(f"actor-{i}")) for i in range(config.num_actors)]
+    learner = read_progress(config.path(role_dir("learner")))
+    actors = [read_progress(config.path(actor_dir(i))) for i in range(config.num_actors)]
     env_steps = sum(a.get("env_steps", 0) for a in actors)
     env_restarts = sum(a.get("env_restarts", 0) for a in actors)
-    replay = read_progress(config.path("replay"))
+    replay = read_progress(config.path(role_dir("replay-server")))
     rate = sum(a.get("env_steps_per_sec", 0.0) for a in actors)
     train_step = learner.get("train_step", 0)
     eval_text = (f"eval {latest['average_return']:.1f} @ {latest['train_step']}" if latest else "eval -")
@@ -214,7 +214,7 @@ def progress_line(config: LocalConfig, elapsed: float, best: dict | None, role_r
 
 def env_restarts(config: LocalConfig) -> int:
     """Sub-environment restarts of all actors, from their progress files."""
-    return sum(read_progress(config.path(f"actor-{i}")).get("env_restarts", 0) for i in range(config.num_actors))
+    return sum(read_progress(config.path(actor_dir(i))).get("env_restarts", 0) for i in range(config.num_actors))
 
 
 def solves(evaluation: dict | None, target: float | None) -> bool:

@@ -12,7 +12,7 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
-from dqn.config import ActorConfig, EvaluatorConfig, LearnerConfig, LocalConfig, ReplayServerConfig
+from dqn.settings.config import ActorConfig, EvaluatorConfig, LearnerConfig, LocalConfig, ReplayServerConfig
 
 
 @dataclasses.dataclass(frozen=True)

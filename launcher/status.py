@@ -8,11 +8,11 @@ import time
 
 import reverb
 
-from dqn.health import check
-from dqn.progress import read_progress
-from dqn.replay import server_info
+from dqn.process.health import check
+from dqn.process.progress import read_progress
+from dqn.remote.replay_client import server_info
+from dqn.remote.weights_puller import fetch_weights
 from dqn.replay_layout.items import REPLAY_TABLE, VARIABLES_TABLE
-from dqn.weights.puller import fetch_weights
 
 
 def _counts(info) -> tuple[int, int]:

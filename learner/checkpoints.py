@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 import tensorflow as tf
 from tf_agents.utils import common
 
-from dqn.runtime import free_space
+from dqn.process.runtime import free_space
 
 log = logging.getLogger("learner")
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from dqn.agent import AgentBundle
-from dqn.graph_io import HostInput, HostOutput
+from dqn.model.agent import AgentBundle
+from dqn.model.graph_io import HostInput, HostOutput
 
 
 class StagedTrainer:

@@ -7,7 +7,7 @@ import time
 
 import reverb
 
-from dqn.replay import server_info
+from dqn.remote.replay_client import server_info
 from dqn.replay_layout.items import REPLAY_TABLE
 
 log = logging.getLogger("learner")

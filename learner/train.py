@@ -20,23 +20,24 @@ import tensorflow as tf
 from tf_agents.policies import policy_saver
 from tf_agents.utils import common
 
-from dqn.agent import AgentBundle, build_agent, epsilon_at, reinitialize_q_networks
-from dqn.config import LearnerConfig
-from dqn.deadline import DeadlineCaller
-from dqn.export import export_policy
-from dqn.health import start_health
-from dqn.progress import write_progress
-from dqn.replay import check_table_matches, wait_for_server
+from dqn.builder import DqnBuilder
+from dqn.model.agent import AgentBundle, reinitialize_q_networks
+from dqn.model.flat_weights import FlatWeights
+from dqn.model.policy_export import export_policy
+from dqn.model.schedules import epsilon_at
+from dqn.process.health import start_health
+from dqn.process.progress import write_progress
+from dqn.process.runtime import StopSignal, release_free_heap
+from dqn.process.summaries import GraphScalars
+from dqn.remote.deadline import DeadlineCaller
+from dqn.remote.replay_client import wait_for_server
+from dqn.remote.reset_requests import ResetRequestWatcher
+from dqn.remote.weights_publisher import WeightsPublisher
 from dqn.replay_layout.items import REPLAY_TABLE
-from dqn.reset_requests import ResetRequestWatcher
-from dqn.runtime import StopSignal, release_free_heap
-from dqn.summaries import GraphScalars
-from dqn.weights.flat import FlatWeights
-from dqn.weights.publisher import WeightsPublisher
+from dqn.settings.config import LearnerConfig, role_dir
 from learner.checkpoints import LearnerCheckpoints, guarded
-from learner.dataset import sample_dataset
 from learner.feed import StagedBatches
-from learner.priorities import PriorityUpdater, importance_beta, importance_weights
+from learner.priority_updates import PriorityUpdater, importance_beta, importance_weights
 from learner.staged import BatchStats, StagedTrainer
 from learner.stats import ReplayRates
 from learner.triggers import IntervalTrigger
@@ -107,9 +108,10 @@ class Learner:
 
     def __init__(self, config: LearnerConfig):
         self.config = config
-        self.bundle = build_agent(config)
-        self.layout = self.bundle.layout
-        self.summary_dir = config.path("learner")
+        self.builder = DqnBuilder(config)
+        self.bundle = self.builder.agent
+        self.layout = self.builder.layout
+        self.summary_dir = config.path(role_dir("learner"))
         # Where the actors' epsilon schedule starts, and the last reset request applied: both survive restarts.
         self.exploration_start = tf.Variable(0, dtype=tf.int64, trainable=False, name="exploration_start")
         self.reset_request_step = tf.Variable(-1, dtype=tf.int64, trainable=False, name="reset_request_step")
@@ -189,7 +191,7 @@ class Learner:
         health = start_health(config.health_port, "learner")
         client, publisher = self._connect()
         health.set(True)
-        feed = StagedBatches(lambda: sample_dataset(config, self.bundle), self.layout.finish_batch())
+        feed = StagedBatches(self.builder.make_dataset, self.layout.finish_batch())
         trainer = StagedTrainer(self.train, feed.slots)
         if config.prioritized_replay:
             self.priorities = PriorityUpdater(config.replay_address, REPLAY_TABLE, config.rpc_timeout_s)
@@ -222,7 +224,7 @@ class Learner:
         config = self.config
         client = wait_for_server(config.replay_address, wait_s=config.connect_timeout_s,
                                  call_timeout_s=config.rpc_timeout_s)
-        check_table_matches(client, self.bundle, config, role="learner")
+        self.builder.check_server_tables(client, role="learner")
         self.replay_client = client
         self.reset_requests = ResetRequestWatcher(config.replay_address, config.rpc_timeout_s)
         publisher = WeightsPublisher(config.replay_address, config.rpc_timeout_s)

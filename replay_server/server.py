@@ -15,15 +15,15 @@ import time
 import reverb
 import tensorflow as tf
 
-from dqn.agent import build_agent
-from dqn.config import ReplayServerConfig
+from dqn.builder import DqnBuilder
 from dqn.errors import BadInput, ServiceError
-from dqn.health import start_health
-from dqn.progress import write_progress
-from dqn.replay import server_info
-from dqn.replay_layout.items import REPLAY_TABLE, VARIABLES_TABLE, ItemShape
-from dqn.runtime import StopSignal, ensure_port_free, free_space, release_free_heap
-from dqn.summaries import GraphScalars
+from dqn.process.health import start_health
+from dqn.process.progress import write_progress
+from dqn.process.runtime import StopSignal, ensure_port_free, free_space, release_free_heap
+from dqn.process.summaries import GraphScalars
+from dqn.remote.replay_client import server_info
+from dqn.replay_layout.items import REPLAY_TABLE, VARIABLES_TABLE
+from dqn.settings.config import ReplayServerConfig, role_dir
 from replay_server.recovery import complete_checkpoints, quarantine, remove_partial_checkpoints, unreadable_files
 from replay_server.tables import table_mismatches
 
@@ -38,18 +38,16 @@ class CorruptCheckpoint(ServiceError):
     """Reverb could not load the latest checkpoint."""
 
 
-def start_reverb(config: ReplayServerConfig) -> tuple[reverb.Server, list[reverb.Table]]:
-    """Starts Reverb on the configured port, restoring the latest complete checkpoint if any.
+def start_reverb(config: ReplayServerConfig, builder: DqnBuilder) -> tuple[reverb.Server, list[reverb.Table]]:
+    """Starts Reverb on the configured port (checked free by the caller), restoring the latest complete checkpoint.
 
     A checkpoint Reverb cannot load is named (file and reason); with on_corrupt_checkpoint=quarantine it
     is moved aside and the server starts from the previous complete checkpoint, or empty.
     """
-    ensure_port_free(config.port)
-    bundle = build_agent(config)
     checkpoint_dir = config.resolved_checkpoint_dir()
     os.makedirs(checkpoint_dir, exist_ok=True)
     while True:
-        tables = bundle.layout.make_tables(bundle)
+        tables = builder.make_tables()
         checkpointer = reverb.checkpointers.DefaultCheckpointer(path=checkpoint_dir)
         try:
             return reverb.Server(tables=tables, port=config.port, checkpointer=checkpointer), tables
@@ -89,7 +87,7 @@ class CheckpointScheduler:
         self.failures = 0
         self._attempts = 0
         self.last_error: str | None = None
-        self._summary_dir = config.path("replay")
+        self._summary_dir = config.path(role_dir("replay-server"))
         self._writer = _summary_writer(self._summary_dir)
         self._scalars = GraphScalars(self._writer)
         self._thread = threading.Thread(target=self._run, name="replay-checkpoints", daemon=True)
@@ -176,7 +174,9 @@ def format_stats(info: dict) -> str:
 def serve(config: ReplayServerConfig) -> int:
     """Runs the replay server until SIGTERM/SIGINT; returns the process exit code."""
     stop = StopSignal()
-    server, tables = start_reverb(config)
+    ensure_port_free(config.port)
+    builder = DqnBuilder(config)
+    server, tables = start_reverb(config, builder)
     client = reverb.Client(f"localhost:{server.port}")
     info = server_info(client, config.rpc_timeout_s)
     mismatches = table_mismatches(tables, info)
@@ -186,7 +186,7 @@ def serve(config: ReplayServerConfig) -> int:
             "the restored replay checkpoint does not match the config: " + "; ".join(mismatches) +
             f". Start with the checkpoint's settings, or move {config.resolved_checkpoint_dir()} aside "
             "to start with an empty buffer.")
-    envs_per_item = ItemShape.from_config(config).envs_per_item
+    envs_per_item = builder.layout.envs_per_item
     log.info("replay server on port %d (checkpoints in %s; replay items of %d env(s) each); restored %s",
              server.port, config.resolved_checkpoint_dir(), envs_per_item, format_stats(info))
     health = start_health(config.health_port, "replay-server")

@@ -119,7 +119,7 @@ def run_cli(*args: str, env: dict[str, str] | None = None, timeout_s: float = 12
 
 def health_status(port: int) -> str:
     """grpc.health.v1 status of a local endpoint."""
-    from dqn.health import check
+    from dqn.process.health import check
 
     return check(f"localhost:{port}", timeout_s=2.0)
 
@@ -198,7 +198,7 @@ class System:
         return self.server
 
     def progress(self, name: str) -> dict:
-        from dqn.progress import read_progress
+        from dqn.process.progress import read_progress
 
         return read_progress(str(self.root / name))
 

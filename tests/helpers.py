@@ -30,7 +30,7 @@ def collect_steps(num_steps, max_episode_steps, num_envs=NUM_ENVS, seed=11, acti
     """Batched (time_step, action, next_time_step) triples with short episodes: terminations and truncations."""
     import numpy as np
 
-    from dqn.envs import GymnasiumVectorEnvironment
+    from dqn.envs.vector_env import GymnasiumVectorEnvironment
 
     env = GymnasiumVectorEnvironment("CartPole-v1", num_envs, seed=seed, max_episode_steps=max_episode_steps)
     rng = np.random.default_rng(action_seed)
@@ -53,11 +53,11 @@ def fill_replay(address: str, num_transitions: int, num_envs: int = 16, envs_per
     import numpy as np
     import reverb
 
-    from dqn.config import CommonConfig
-    from dqn.envs import GymnasiumVectorEnvironment
+    from dqn.envs.vector_env import GymnasiumVectorEnvironment
     from dqn.replay_layout.env_block_writer import BlockStreams
     from dqn.replay_layout.env_stream_writer import TrajectoryStreams
     from dqn.replay_layout.items import ItemShape
+    from dqn.settings.config import CommonConfig
 
     envs = ItemShape.from_config(CommonConfig()).envs_per_item if envs_per_item is None else envs_per_item
     env = GymnasiumVectorEnvironment("CartPole-v1", num_envs, seed=seed)
@@ -76,14 +76,15 @@ def fill_replay(address: str, num_transitions: int, num_envs: int = 16, envs_per
     return streams.items_created
 
 
-def make_dataset(config, bundle):
+def make_dataset(config):
     """The learner's batches as a dataset: [batch, L, ...] rows as trained on, with one sample info per item.
 
     The learner applies the same `finish_batch` inside its feed's staging call (learner/feed.py) instead of a map.
     """
-    from learner.dataset import sample_dataset
+    from dqn.builder import DqnBuilder
 
-    return sample_dataset(config, bundle).map(bundle.layout.finish_batch())
+    builder = DqnBuilder(config)
+    return builder.make_dataset().map(builder.layout.finish_batch())
 
 
 def fill_and_count(address: str, steps: int, num_envs: int = 16) -> int:

@@ -56,15 +56,14 @@ class ReplayLayout:
         """One step of one item, from the agent's collect_data_spec."""
         return tables.item_step_spec(self.shape, collect_data_spec)
 
-    def signatures(self, bundle) -> dict[str, object]:
-        """Table name -> signature for an `AgentBundle` built with this layout (replay items, variables, requests)."""
-        return {REPLAY_TABLE: tables.replay_signature(self.shape, bundle.replay_data_spec),
-                VARIABLES_TABLE: tables.variables_signature(bundle.policy_variables),
+    def signatures(self, item_step_spec, policy_variables: list) -> dict[str, object]:
+        """Table name -> signature: replay items of `item_step_spec` steps, the variables, the requests."""
+        return {REPLAY_TABLE: tables.replay_signature(self.shape, item_step_spec),
+                VARIABLES_TABLE: tables.variables_signature(policy_variables),
                 REQUESTS_TABLE: tables.requests_signature()}
 
-    def make_tables(self, bundle) -> list:
-        """The `replay`, `variables` and `learner_requests` Reverb tables for an `AgentBundle` of this layout."""
-        signatures = self.signatures(bundle)
+    def make_tables(self, signatures: dict[str, object]) -> list:
+        """The `replay`, `variables` and `learner_requests` Reverb tables with these `signatures`."""
         return tables.make_tables(self.config, self.shape, signatures[REPLAY_TABLE], signatures[VARIABLES_TABLE])
 
     def make_writer(self, client, num_envs: int, observation_spec=None,

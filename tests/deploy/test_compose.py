@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dqn import config_loading
-from dqn.config import ALL_CONFIG_CLASSES, ActorConfig, EvaluatorConfig, LearnerConfig, ReplayServerConfig
-from dqn.identity import replica_number
+from dqn.settings import loading as config_loading
+from dqn.settings.config import ALL_CONFIG_CLASSES, ActorConfig, EvaluatorConfig, LearnerConfig, ReplayServerConfig
+from dqn.settings.identity import replica_number
 from tests.deploy.manifests import (
     COMPOSE_FILE,
     DOCKERFILE,

@@ -11,8 +11,8 @@ import shlex
 import subprocess
 from pathlib import Path
 
-from dqn import config_loading
-from dqn.config import ALL_CONFIG_CLASSES
+from dqn.settings import loading as config_loading
+from dqn.settings.config import ALL_CONFIG_CLASSES
 from tests.deploy.manifests import REPO, one, pod_templates
 
 README = REPO / "README.md"

@@ -7,9 +7,9 @@ import subprocess
 import pytest
 import yaml
 
-from dqn import config_loading
-from dqn.config import ALL_CONFIG_CLASSES, ActorConfig, EvaluatorConfig, LearnerConfig, ReplayServerConfig
-from dqn.identity import stable_actor_id
+from dqn.settings import loading as config_loading
+from dqn.settings.config import ALL_CONFIG_CLASSES, ActorConfig, EvaluatorConfig, LearnerConfig, ReplayServerConfig
+from dqn.settings.identity import stable_actor_id
 from tests.deploy.manifests import (
     OVERLAYS,
     ROLES,

@@ -7,8 +7,8 @@ import time
 import pytest
 import reverb
 
-from dqn.progress import read_progress
-from dqn.replay import REPLAY_TABLE, server_info
+from dqn.process.progress import read_progress
+from dqn.remote.replay_client import REPLAY_TABLE, server_info
 from tests.conftest import FAST_FLAGS, wait_until
 
 pytestmark = pytest.mark.integration

@@ -30,7 +30,7 @@ def test_breakout_actor_learner_evaluator(spawn, replay_server_factory, tmp_path
         "evaluator": spawn("evaluator", *common, "--eval-interval", "20", "--eval-episodes", "1",
                            "--poll-interval-s", "0.5", name="evaluator"),
     }
-    from dqn.progress import read_progress
+    from dqn.process.progress import read_progress
 
     def progress(name):
         return read_progress(str(root / name))

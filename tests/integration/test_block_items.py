@@ -116,8 +116,8 @@ def test_block_priority_is_the_largest_of_its_envs(client):
 @pytest.mark.parametrize("pipeline", ["streams", "as_dataset"])
 def test_learner_unblocks_items_into_rows_paired_with_their_key_and_masks_boundaries(replay_server_factory, pipeline):
     """The learner's batch rows i*E..i*E+E-1 are item i's envs; DqnAgent gives boundary rows no TD error."""
-    from dqn.agent import build_agent
-    from dqn.config import LearnerConfig
+    from dqn.builder import DqnBuilder
+    from dqn.settings.config import LearnerConfig
     from tests.helpers import make_dataset
 
     envs = 4
@@ -125,8 +125,8 @@ def test_learner_unblocks_items_into_rows_paired_with_their_key_and_masks_bounda
     fill_replay(server.address, 2_000, num_envs=8, envs_per_item=envs)
     config = dataclasses.replace(LearnerConfig(replay_address=server.address, batch_size=32, envs_per_item=envs),
                                  replay_dataset=pipeline, train_steps_per_call=2)
-    bundle = build_agent(config)
-    iterator = iter(make_dataset(config, bundle))
+    bundle = DqnBuilder(config).agent
+    iterator = iter(make_dataset(config))
     seen, boundary_rows = {}, 0
     for _ in range(10):
         experience, info = next(iterator)
@@ -145,9 +145,8 @@ def test_learner_unblocks_items_into_rows_paired_with_their_key_and_masks_bounda
 
 def test_learner_feed_stages_the_same_rows_as_the_dataset_gives(replay_server_factory):
     """The feed finishes batches inside its staging call (learner/feed.py): each item's rows equal make_dataset's."""
-    from dqn.agent import build_agent
-    from dqn.config import LearnerConfig
-    from learner.dataset import sample_dataset
+    from dqn.builder import DqnBuilder
+    from dqn.settings.config import LearnerConfig
     from learner.feed import StagedBatches
     from tests.helpers import make_dataset
 
@@ -155,14 +154,14 @@ def test_learner_feed_stages_the_same_rows_as_the_dataset_gives(replay_server_fa
     server = replay_server_factory("--samples-per-insert", "0", "--replay-min-size", "40", "--envs-per-item", str(envs))
     fill_replay(server.address, 1_000, num_envs=8, envs_per_item=envs)
     config = LearnerConfig(replay_address=server.address, batch_size=32, envs_per_item=envs)
-    bundle = build_agent(config)
+    builder = DqnBuilder(config)
     rows_by_key = {}
-    iterator = iter(make_dataset(config, bundle))
+    iterator = iter(make_dataset(config))
     for _ in range(40):
         experience, info = next(iterator)
         observations = experience.observation.numpy().reshape(32 // envs, envs, 2, 4)
         rows_by_key.update(zip(info.key.numpy().tolist(), observations, strict=True))
-    feed = StagedBatches(lambda: sample_dataset(config, bundle), bundle.layout.finish_batch())
+    feed = StagedBatches(builder.make_dataset, builder.layout.finish_batch())
     matched = 0
     try:
         for _ in range(20):

@@ -6,8 +6,8 @@ import signal
 import pytest
 import reverb
 
-from dqn.health import check
-from dqn.progress import read_progress
+from dqn.process.health import check
+from dqn.process.progress import read_progress
 from dqn.replay_layout.items import REPLAY_TABLE
 from replay_server.recovery import complete_checkpoints
 from tests.conftest import run_cli, wait_until

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from dqn.progress import read_progress
+from dqn.process.progress import read_progress
 from tests.conftest import wait_until
 from tests.fs import fill, small_filesystem
 

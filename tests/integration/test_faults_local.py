@@ -8,7 +8,7 @@ import sys
 import psutil
 import pytest
 
-from dqn.progress import read_progress
+from dqn.process.progress import read_progress
 from tests.conftest import REPO, wait_until
 from tests.events import read_scalars
 from tests.helpers import FAST, LEARNER_FAST

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from dqn.export import replay_policy
+from dqn.model.policy_export import replay_policy
 from evaluator.evaluate import confirmation_seed
 from tests.conftest import REPO
 

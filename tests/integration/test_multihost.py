@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dqn.health import check
-from dqn.progress import read_progress
+from dqn.process.health import check
+from dqn.process.progress import read_progress
 from tests.conftest import REPO, RoleProcess, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(480)]

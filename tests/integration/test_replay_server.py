@@ -11,11 +11,11 @@ from tf_agents.policies import random_py_policy
 from tf_agents.replay_buffers import reverb_replay_buffer, reverb_utils
 
 from bench.single_env import GymnasiumEnvironment
-from dqn.agent import build_agent
-from dqn.config import CommonConfig
+from dqn.builder import DqnBuilder
+from dqn.remote.weights_puller import WeightsPuller
+from dqn.remote.weights_wire import publish_weights
 from dqn.replay_layout.items import REPLAY_TABLE, VARIABLES_TABLE
-from dqn.weights.puller import WeightsPuller
-from dqn.weights.wire import publish_weights
+from dqn.settings.config import CommonConfig
 from tests.conftest import health_status, run_cli, wait_until
 
 pytestmark = pytest.mark.integration
@@ -33,7 +33,7 @@ def table_size(address, table=REPLAY_TABLE):
 
 def write_with_tf_agents_observer(address, steps):
     """Collects `steps` random CartPole steps through TF-Agents' own driver + ReverbAddTrajectoryObserver."""
-    bundle = build_agent(CommonConfig(envs_per_item=1))
+    bundle = DqnBuilder(CommonConfig(envs_per_item=1)).agent
     env = GymnasiumEnvironment("CartPole-v1", seed=0)
     observer = reverb_utils.ReverbAddTrajectoryObserver(reverb.Client(address), REPLAY_TABLE, sequence_length=2)
     policy = random_py_policy.RandomPyPolicy(env.time_step_spec(), env.action_spec())
@@ -66,7 +66,7 @@ def test_learner_dataset_pairs_each_key_with_its_item(replay_server_factory, pip
     """
     import dataclasses
 
-    from dqn.config import LearnerConfig
+    from dqn.settings.config import LearnerConfig
     from tests.helpers import make_dataset
 
     server = replay_server_factory(*NO_LIMITER, *PER_ENV_ITEMS, "--replay-min-size", "10")
@@ -74,7 +74,7 @@ def test_learner_dataset_pairs_each_key_with_its_item(replay_server_factory, pip
     config = dataclasses.replace(LearnerConfig(replay_address=server.address, batch_size=32, envs_per_item=1),
                                  replay_dataset=pipeline,
                                  num_parallel_calls=streams, train_steps_per_call=2)
-    iterator = iter(make_dataset(config, build_agent(config)))
+    iterator = iter(make_dataset(config, DqnBuilder(config).agent))
     seen = {}
     for _ in range(20):
         experience, info = next(iterator)
@@ -88,9 +88,10 @@ def test_learner_dataset_pairs_each_key_with_its_item(replay_server_factory, pip
 
 def test_signatures_are_identical_in_every_process(replay_server_factory):
     server = replay_server_factory(*NO_LIMITER)
-    bundle = build_agent(CommonConfig())  # built here, in the test process, from config alone
+    builder = DqnBuilder(CommonConfig())  # built here, in the test process, from config alone
+    bundle = builder.agent
     info = reverb.Client(server.address).server_info(timeout=10)
-    signatures = bundle.layout.signatures(bundle)
+    signatures = builder.table_signatures()
     assert info[REPLAY_TABLE].signature == signatures[REPLAY_TABLE]
     assert info[VARIABLES_TABLE].signature == signatures[VARIABLES_TABLE]
     # A publish with this process's variables is accepted by the server's signature.
@@ -148,7 +149,7 @@ def test_restored_checkpoint_with_other_config_is_reported(replay_server_factory
 def test_puller_downloads_only_what_was_published_since(replay_server_factory):
     """Readers may ask often: an ask with nothing new published costs no download of the weights."""
     server = replay_server_factory(*NO_LIMITER)
-    bundle = build_agent(CommonConfig())
+    bundle = DqnBuilder(CommonConfig()).agent
     client = reverb.Client(server.address)
     variables = [v.numpy() for v in bundle.policy_variables]
 

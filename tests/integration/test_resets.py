@@ -6,9 +6,9 @@ import time
 import pytest
 import reverb
 
+from dqn.remote.reset_requests import ResetRequestSender
+from dqn.remote.weights_puller import fetch_weights
 from dqn.replay_layout.items import REPLAY_TABLE
-from dqn.reset_requests import ResetRequestSender
-from dqn.weights.puller import fetch_weights
 from tests.conftest import wait_until
 from tests.events import read_scalars
 

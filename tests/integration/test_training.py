@@ -12,10 +12,10 @@ import psutil
 import pytest
 import reverb
 
-from dqn.config import LearnerConfig
-from dqn.progress import read_progress
+from dqn.process.progress import read_progress
+from dqn.remote.weights_puller import fetch_weights
 from dqn.replay_layout.items import REPLAY_TABLE
-from dqn.weights.puller import fetch_weights
+from dqn.settings.config import LearnerConfig
 from tests.conftest import REPO, free_port, health_status, run_cli, wait_until
 from tests.events import read_scalars
 from tests.helpers import FAST, LEARNER_FAST

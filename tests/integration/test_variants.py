@@ -5,8 +5,8 @@ import pytest
 import reverb
 import tensorflow as tf
 
-from dqn.priority import MIN_PRIORITY
 from dqn.replay_layout.items import INITIAL_PRIORITY_KEY, REPLAY_TABLE
+from dqn.replay_layout.priority_scale import MIN_PRIORITY
 from tests.conftest import run_cli, wait_until
 
 pytestmark = pytest.mark.integration
@@ -61,11 +61,11 @@ def test_rnn_state_resets_at_every_real_episode_start():
     zero state gives; elsewhere the carried state matters. Episodes end by termination and by truncation."""
     from tf_agents.trajectories import time_step as ts
 
-    from dqn.agent import build_agent
-    from dqn.config import CommonConfig
-    from dqn.envs import GymnasiumVectorEnvironment
+    from dqn.builder import DqnBuilder
+    from dqn.envs.vector_env import GymnasiumVectorEnvironment
+    from dqn.settings.config import CommonConfig
 
-    bundle = build_agent(CommonConfig(lstm_size=(8,), fc_layer_params=(16,)))
+    bundle = DqnBuilder(CommonConfig(lstm_size=(8,), fc_layer_params=(16,))).agent
     policy = bundle.agent.collect_policy
     env = GymnasiumVectorEnvironment("CartPole-v1", 6, seed=4, max_episode_steps=12)
     rng = np.random.default_rng(4)

@@ -66,7 +66,7 @@ def test_no_item_spans_two_episodes(server):
 
 
 def test_bad_batches_are_refused_before_sending(server):
-    from dqn.envs import env_specs
+    from dqn.envs.making import env_specs
     from dqn.replay_layout.writing import InvalidItem
 
     observation_spec, action_spec, _ = env_specs("CartPole-v1")

@@ -7,7 +7,7 @@ import tree
 from tf_agents.replay_buffers import reverb_utils
 from tf_agents.trajectories import policy_step, trajectory
 
-from dqn.envs import GymnasiumVectorEnvironment
+from dqn.envs.vector_env import GymnasiumVectorEnvironment
 from dqn.replay_layout.env_stream_writer import TrajectoryStreams
 from dqn.replay_layout.writing import ENVS_PER_WRITER
 from tests.helpers import read_all_items

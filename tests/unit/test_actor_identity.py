@@ -3,8 +3,8 @@ import zlib
 import pytest
 
 from actor.collect import actor_epsilon, van_der_corput
-from dqn.config import ActorConfig
-from dqn.identity import replica_number, stable_actor_id, uses_docker_dns
+from dqn.settings.config import ActorConfig
+from dqn.settings.identity import replica_number, stable_actor_id, uses_docker_dns
 
 
 def apex(actor_id: int, num_actors: int) -> float:

@@ -6,11 +6,13 @@ import numpy as np
 import pytest
 
 from bench.single_env import GymnasiumEnvironment
-from dqn import config_loading
-from dqn.config import ALL_CONFIG_CLASSES, ActorConfig, CommonConfig, LearnerConfig, LocalConfig
-from dqn.config_loading import ConfigError, resolve
-from dqn.envs import EnvOptions, GymnasiumVectorEnvironment, env_specs, is_atari
-from dqn.presets import PRESETS
+from dqn.envs.atari import is_atari
+from dqn.envs.making import EnvOptions, env_specs
+from dqn.envs.vector_env import GymnasiumVectorEnvironment
+from dqn.settings import loading as config_loading
+from dqn.settings.config import ALL_CONFIG_CLASSES, ActorConfig, CommonConfig, LearnerConfig, LocalConfig
+from dqn.settings.loading import ConfigError, resolve
+from dqn.settings.presets import PRESETS
 
 BREAKOUT = "ALE/Breakout-v5"
 
@@ -57,23 +59,23 @@ def test_conv_layer_params_must_be_triples(value):
 
 
 def test_conv_layers_on_vector_observations_are_refused():
-    from dqn.agent import build_agent
+    from dqn.builder import DqnBuilder
 
     with pytest.raises(ConfigError, match=r"--conv-layer-params .*needs image observations.*shape \(4,\)"):
-        build_agent(CommonConfig(conv_layer_params=(32, 8, 4)))
+        DqnBuilder(CommonConfig(conv_layer_params=(32, 8, 4)))
 
 
 def test_image_observations_without_conv_layers_are_refused():
-    from dqn.agent import build_agent
+    from dqn.builder import DqnBuilder
 
     with pytest.raises(ConfigError, match=r"--conv-layer-params .*observes images \(84, 84, 4\).*--preset breakout"):
-        build_agent(CommonConfig(env_id=BREAKOUT))
+        DqnBuilder(CommonConfig(env_id=BREAKOUT))
 
 
 def test_conv_agent_takes_uint8_observations():
-    from dqn.agent import build_agent
+    from dqn.builder import DqnBuilder
 
-    bundle = build_agent(resolve(CommonConfig, environ={}, flags={"preset": "breakout"}))
+    bundle = DqnBuilder(resolve(CommonConfig, environ={}, flags={"preset": "breakout"})).agent
     assert bundle.time_step_spec.observation.dtype.name == "uint8"
     assert bundle.time_step_spec.observation.shape == (84, 84, 4)
     q_values, _ = bundle.agent._q_network(np.full((2, 84, 84, 4), 255, np.uint8))

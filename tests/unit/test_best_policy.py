@@ -6,9 +6,9 @@ import numpy as np
 import tensorflow as tf
 from tf_agents.trajectories import time_step as ts
 
-from dqn.agent import build_agent
-from dqn.config import EvaluatorConfig
-from dqn.weights.flat import FlatWeights
+from dqn.builder import DqnBuilder
+from dqn.model.flat_weights import FlatWeights
+from dqn.settings.config import EvaluatorConfig
 from evaluator.best import BestPolicy
 
 
@@ -17,7 +17,7 @@ def weights_like(bundle, value: float) -> list[np.ndarray]:
 
 
 def keeper(directory, layers=(8,)):
-    bundle = build_agent(EvaluatorConfig(fc_layer_params=layers))
+    bundle = DqnBuilder(EvaluatorConfig(fc_layer_params=layers)).agent
     return bundle, BestPolicy(str(directory), bundle.agent.policy, FlatWeights(bundle.policy_variables))
 
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from dqn import config_loading
-from dqn.config import (
+from dqn.settings import loading as config_loading
+from dqn.settings.config import (
     ALL_CONFIG_CLASSES,
     ActorConfig,
     CommonConfig,
@@ -15,7 +15,7 @@ from dqn.config import (
     LocalConfig,
     ReplayServerConfig,
 )
-from dqn.config_loading import ConfigError, resolve
+from dqn.settings.loading import ConfigError, resolve
 
 KNOWN = config_loading.known_field_names(ALL_CONFIG_CLASSES)
 REPO = Path(__file__).resolve().parents[2]
@@ -106,8 +106,8 @@ def test_malformed_config_file(tmp_path):
 
 
 def test_initial_priority_auto_is_the_actors_td_error_where_it_applies():
-    from dqn.config import CommonConfig
     from dqn.replay_layout.items import actors_send_priorities
+    from dqn.settings.config import CommonConfig
 
     assert not actors_send_priorities(CommonConfig())  # uniform replay: no priorities at all
     assert actors_send_priorities(CommonConfig(prioritized_replay=True))

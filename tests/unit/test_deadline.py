@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from dqn.deadline import CallTimeout, DeadlineCaller
+from dqn.remote.deadline import CallTimeout, DeadlineCaller
 
 
 def test_calls_return_values_and_errors_on_one_reused_thread():

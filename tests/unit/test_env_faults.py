@@ -7,9 +7,9 @@ from tf_agents.trajectories import time_step as ts
 
 import tests.flaky_env  # noqa: F401 - registers the flaky envs
 from actor.collect import drop_faulted
-from dqn.env_faults import EnvFailed
-from dqn.envs import GymnasiumVectorEnvironment
-from dqn.progress import EpisodeStats
+from dqn.envs.faults import EnvFailed
+from dqn.envs.vector_env import GymnasiumVectorEnvironment
+from dqn.process.progress import EpisodeStats
 from dqn.replay_layout.env_block_writer import BlockStreams
 from dqn.replay_layout.env_stream_writer import TrajectoryStreams
 from dqn.replay_layout.items import REPLAY_TABLE

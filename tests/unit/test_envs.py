@@ -6,7 +6,9 @@ from tf_agents.environments import utils as env_utils
 from tf_agents.trajectories import time_step as ts
 
 from bench.single_env import GymnasiumEnvironment
-from dqn.envs import EnvError, GymnasiumVectorEnvironment, env_specs
+from dqn.envs.making import env_specs
+from dqn.envs.spaces import EnvError
+from dqn.envs.vector_env import GymnasiumVectorEnvironment
 
 
 def run_episode(env, action=0, limit=10_000):

@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from dqn.agent import build_agent
-from dqn.config import EvaluatorConfig
-from dqn.config_loading import ConfigError, resolve
-from dqn.weights.flat import FlatWeights
+from dqn.builder import DqnBuilder
+from dqn.model.flat_weights import FlatWeights
+from dqn.settings.config import EvaluatorConfig
+from dqn.settings.loading import ConfigError, resolve
 from evaluator.evaluate import evaluation_protocol, make_episodes
 
 BREAKOUT = "ALE/Breakout-v5"
@@ -52,16 +52,17 @@ def never_fire(bundle) -> list[np.ndarray]:
 def test_a_breakout_policy_that_never_fires_no_longer_stalls_the_evaluation():
     tf.random.set_seed(1)
     small = {"env_id": BREAKOUT, "conv_layer_params": (8, 8, 8), "fc_layer_params": (8,), "eval_episodes": 2}
-    bundle = build_agent(EvaluatorConfig(**small))
+    builder = DqnBuilder(EvaluatorConfig(**small))
+    bundle = builder.agent
     weights = never_fire(bundle)
     FlatWeights(bundle.policy_variables).assign(weights)
     # Greedy, the ball is never served: every episode runs into the cap.
-    greedy = make_episodes(EvaluatorConfig(**small, eval_epsilon=0.0, eval_max_episode_steps=300), bundle)
+    greedy = make_episodes(EvaluatorConfig(**small, eval_epsilon=0.0, eval_max_episode_steps=300), builder)
     greedy.load(weights)
     assert greedy.run(7) == (0.0, 300.0)
     greedy.close()
     # The Atari protocol: random actions serve the ball, lives are lost, episodes end well before 4,500 steps.
-    protocol = make_episodes(EvaluatorConfig(**small), bundle)
+    protocol = make_episodes(EvaluatorConfig(**small), builder)
     protocol.load(weights)
     _, length = protocol.run(7)
     assert 0 < length < 4_500
@@ -69,9 +70,10 @@ def test_a_breakout_policy_that_never_fires_no_longer_stalls_the_evaluation():
 
 
 def test_numpy_loop_repeats_its_random_actions_for_the_same_seed():
-    bundle = build_agent(EvaluatorConfig(fc_layer_params=(16,)))
+    builder = DqnBuilder(EvaluatorConfig(fc_layer_params=(16,)))
+    bundle = builder.agent
     config = EvaluatorConfig(fc_layer_params=(16,), eval_epsilon=0.5, eval_episodes=4)
-    episodes = make_episodes(config, bundle)
+    episodes = make_episodes(config, builder)
     episodes.load(FlatWeights(bundle.policy_variables).read())
     first = episodes.run(3)
     assert episodes.run(3) == first

@@ -5,10 +5,12 @@ import pytest
 import tensorflow as tf
 from tf_agents.trajectories import time_step as ts
 
-from dqn.agent import batched_actions, build_agent
-from dqn.config import EvaluatorConfig
-from dqn.envs import GymnasiumVectorEnvironment
-from dqn.weights.flat import FlatWeights
+from dqn.builder import DqnBuilder
+from dqn.envs.vector_env import GymnasiumVectorEnvironment
+from dqn.model.flat_weights import FlatWeights
+from dqn.model.graph_policy import batched_actions
+from dqn.model.numpy_policy import HostQNetwork
+from dqn.settings.config import EvaluatorConfig
 from evaluator.episodes import GreedyEpisodes, HostGreedyEpisodes, greedy_episodes
 
 
@@ -28,10 +30,16 @@ def python_loop(policy, num_envs: int, seed: int, max_episode_steps: int) -> tup
     return returns, lengths
 
 
+def evaluation_policy(bundle) -> tuple:
+    """(policy, action spec) as `DqnBuilder.make_evaluation_policy` picks: the numpy mirror where it is exact."""
+    mirror = HostQNetwork.mirror(bundle.q_network, bundle.policy_variables)
+    return (bundle.agent.policy if mirror is None else mirror), bundle.agent.action_spec
+
+
 @pytest.fixture(scope="module")
 def bundle():
     tf.random.set_seed(3)
-    return build_agent(EvaluatorConfig(fc_layer_params=(16,)))
+    return DqnBuilder(EvaluatorConfig(fc_layer_params=(16,))).agent
 
 
 def randomize(bundle, seed: int) -> None:
@@ -58,7 +66,7 @@ def test_greedy_episodes_equal_the_python_loop(bundle, chunk_steps):
 
 
 def test_numpy_greedy_episodes_equal_the_python_loop(bundle):
-    episodes = greedy_episodes(bundle.agent.policy, bundle.q_network,
+    episodes = greedy_episodes(*evaluation_policy(bundle),
                                GymnasiumVectorEnvironment("CartPole-v1", 6, max_episode_steps=60))
     assert isinstance(episodes, HostGreedyEpisodes)  # a plain MLP: the evaluator's numpy loop
     seen_lengths = set()
@@ -78,7 +86,7 @@ def test_numpy_greedy_episodes_equal_the_python_loop(bundle):
 
 def test_numpy_greedy_episodes_stop_between_steps(bundle):
     randomize(bundle, 4)
-    episodes = greedy_episodes(bundle.agent.policy, bundle.q_network, GymnasiumVectorEnvironment("CartPole-v1", 3))
+    episodes = greedy_episodes(*evaluation_policy(bundle), GymnasiumVectorEnvironment("CartPole-v1", 3))
     episodes.load(FlatWeights(bundle.policy_variables).read())
     _, full_length = episodes.run(5)
     calls = []
@@ -120,7 +128,7 @@ def test_flat_weights_refuse_mixed_dtypes():
 def test_greedy_episodes_carry_an_rnn_state():
     """An LSTM policy's state runs through the in-graph loop exactly as through the per-step Python loop."""
     tf.random.set_seed(5)
-    rnn = build_agent(EvaluatorConfig(fc_layer_params=(16,), lstm_size=(8,)))
+    rnn = DqnBuilder(EvaluatorConfig(fc_layer_params=(16,), lstm_size=(8,))).agent
     randomize(rnn, 12)  # weights whose actions depend on the state: resetting it every 3 steps changes every episode
     returns, lengths = python_loop(rnn.agent.policy, 4, seed=21, max_episode_steps=40)
     episodes = GreedyEpisodes(rnn.agent.policy, GymnasiumVectorEnvironment("CartPole-v1", 4, max_episode_steps=40),
@@ -130,7 +138,7 @@ def test_greedy_episodes_carry_an_rnn_state():
     assert average_length == pytest.approx(lengths.mean())
     episodes.close()
     # greedy_episodes keeps an RNN policy on the in-graph loop (the numpy mirror is feed-forward only).
-    graph = greedy_episodes(rnn.agent.policy, rnn.q_network, GymnasiumVectorEnvironment("CartPole-v1", 2))
+    graph = greedy_episodes(*evaluation_policy(rnn), GymnasiumVectorEnvironment("CartPole-v1", 2))
     assert isinstance(graph, GreedyEpisodes)
     graph.close()
 
@@ -151,7 +159,7 @@ def test_episodes_cut_short_by_an_env_fault_are_left_out(bundle, loop):
     if loop == "graph":
         episodes = GreedyEpisodes(bundle.agent.policy, env, chunk_steps=7)
     else:
-        episodes = greedy_episodes(bundle.agent.policy, bundle.q_network, env)
+        episodes = greedy_episodes(*evaluation_policy(bundle), env)
         episodes.load(FlatWeights(bundle.policy_variables).read())
     average_return, average_length = episodes.run(11)
     whole = lengths < fail_every

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from dqn.exploration import MAX_HOLD_STEPS, HeldRandomActions, mean_hold_steps
+from dqn.model.exploration import MAX_HOLD_STEPS, HeldRandomActions, mean_hold_steps
 
 GREEDY = -1  # outside the action range, so a test can tell greedy steps from random ones
 

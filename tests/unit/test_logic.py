@@ -5,9 +5,9 @@ import pytest
 from tf_agents.trajectories import time_step as ts
 
 from actor.collect import actor_epsilon
-from dqn.agent import epsilon_at
-from dqn.config import ActorConfig, CommonConfig
-from dqn.progress import EpisodeStats
+from dqn.model.schedules import epsilon_at
+from dqn.process.progress import EpisodeStats
+from dqn.settings.config import ActorConfig, CommonConfig
 from launcher.local import EvalRecords, solves
 from learner.triggers import IntervalTrigger
 
@@ -95,7 +95,7 @@ def test_episode_stats_across_a_batch():
 
 
 def test_importance_weights_correct_non_uniform_sampling():
-    from learner.priorities import importance_weights
+    from learner.priority_updates import importance_weights
 
     weights = importance_weights(np.array([0.5, 0.25, 0.25]), np.array([3, 3, 3]), beta=1.0)
     # w ∝ 1 / (N P): the most likely item gets the smallest weight; the largest weight is scaled to 1.
@@ -104,8 +104,8 @@ def test_importance_weights_correct_non_uniform_sampling():
 
 
 def test_importance_beta_anneals_to_one():
-    from dqn.config import LearnerConfig
-    from learner.priorities import importance_beta
+    from dqn.settings.config import LearnerConfig
+    from learner.priority_updates import importance_beta
 
     config = LearnerConfig(max_train_steps=1000, importance_exponent_start=0.4)
     assert importance_beta(config, 0) == pytest.approx(0.4)
@@ -114,7 +114,7 @@ def test_importance_beta_anneals_to_one():
 
 
 def test_priorities_are_normalized_by_the_largest_td_error_seen():
-    from dqn.priority import MIN_PRIORITY, PriorityScale
+    from dqn.replay_layout.priority_scale import MIN_PRIORITY, PriorityScale
 
     scale = PriorityScale()
     np.testing.assert_allclose(scale(np.array([-2.0, 1.0, 0.0])), [1.0, 0.5, MIN_PRIORITY])
@@ -124,9 +124,9 @@ def test_priorities_are_normalized_by_the_largest_td_error_seen():
 
 
 def test_actor_td_priorities_follow_the_one_step_td_error():
-    from actor.td_priority import ActorTdPriorities
+    from actor.initial_priorities import InitialPriorities
 
-    td = ActorTdPriorities(num_envs=2, gamma=0.5)
+    td = InitialPriorities(num_envs=2, gamma=0.5)
     q_first = np.array([[1.0, 2.0], [0.0, 4.0]])
     np.testing.assert_allclose(td.closing(q_first), [1.0, 1.0])  # nothing taken yet: the top of the scale
     td.taken(q_first, action=np.array([0, 1]), reward=np.array([1.0, 0.0]), discount=np.array([1.0, 0.0]))
@@ -146,9 +146,10 @@ def test_sequence_length_follows_n_step():
 def test_rnn_policy_state_resets_at_episode_start_per_env():
     import tensorflow as tf
 
-    from dqn.agent import batched_actions, build_agent
+    from dqn.builder import DqnBuilder
+    from dqn.model.graph_policy import batched_actions
 
-    bundle = build_agent(CommonConfig(lstm_size=(8,), fc_layer_params=(16,)))
+    bundle = DqnBuilder(CommonConfig(lstm_size=(8,), fc_layer_params=(16,))).agent
     policy = bundle.agent.policy
     zero = policy.get_initial_state(2)
     carried = tf.nest.map_structure(lambda t: tf.random.normal(t.shape), zero)
@@ -166,9 +167,9 @@ def test_rnn_policy_state_resets_at_episode_start_per_env():
 
 
 def test_rnn_dense_layers_follow_the_lstm():
-    from dqn.agent import build_agent
+    from dqn.builder import DqnBuilder
 
-    network = build_agent(CommonConfig(lstm_size=(8,), fc_layer_params=(16,))).q_network
+    network = DqnBuilder(CommonConfig(lstm_size=(8,), fc_layer_params=(16,))).agent.q_network
     shapes = [tuple(v.shape) for v in network.trainable_variables]
     # CartPole's 4 features go straight into the LSTM (kernel 4 x 4 gates * 8); a 16-unit layer reads its
     # 8 outputs, and the Q-values (2 actions) read that layer.
@@ -177,7 +178,7 @@ def test_rnn_dense_layers_follow_the_lstm():
 
 
 def test_rnn_with_n_step_is_refused():
-    from dqn.config_loading import ConfigError
+    from dqn.settings.loading import ConfigError
 
     with pytest.raises(ConfigError, match="--n-step-update .* must be 1 with an RNN"):
         CommonConfig(lstm_size=(8,), n_step_update=3).check()
@@ -189,10 +190,10 @@ def test_rnn_with_n_step_is_refused():
 def test_plain_dqn_by_default_double_dqn_on_request():
     from tf_agents.agents.dqn import dqn_agent
 
-    from dqn.agent import build_agent
+    from dqn.builder import DqnBuilder
 
-    assert type(build_agent(CommonConfig(fc_layer_params=(8,))).agent) is dqn_agent.DqnAgent
-    assert type(build_agent(CommonConfig(fc_layer_params=(8,), double_dqn=True)).agent) is dqn_agent.DdqnAgent
+    assert type(DqnBuilder(CommonConfig(fc_layer_params=(8,))).agent.agent) is dqn_agent.DqnAgent
+    assert type(DqnBuilder(CommonConfig(fc_layer_params=(8,), double_dqn=True)).agent.agent) is dqn_agent.DdqnAgent
 
 
 def test_unblock_puts_item_i_env_e_at_row_i_times_e_and_item_td_error_is_the_block_max():

@@ -3,7 +3,8 @@
 import gymnasium as gym
 import numpy as np
 
-from dqn.envs import EnvOptions, GymnasiumVectorEnvironment, env_specs
+from dqn.envs.making import EnvOptions, env_specs
+from dqn.envs.vector_env import GymnasiumVectorEnvironment
 
 ENV_ID = "bench.pomdp_envs:CartPoleNoVelocity-v0"
 

@@ -11,10 +11,24 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from dqn.config_loading import ConfigError, setting
-from dqn.exploration import check_hold_exponent
-from dqn.presets import PRESET_NAMES
+from dqn.model.exploration import check_hold_exponent
 from dqn.replay_layout.items import ItemShape, actors_compute_td_errors
+from dqn.settings.loading import ConfigError, setting
+from dqn.settings.presets import PRESET_NAMES
+
+#: Each role's directory under root_dir (summaries, progress file, its resolved config.json).
+ROLE_DIRS = {"replay-server": "replay", "learner": "learner", "evaluator": "evaluator"}
+
+
+def role_dir(role: str) -> str:
+    """The directory of a non-actor role under the run root."""
+    return ROLE_DIRS[role]
+
+
+def actor_dir(actor_id: int) -> str:
+    """The directory of actor `actor_id` under the run root: one per actor id, kept across restarts."""
+    return f"actor-{actor_id}"
+
 
 #: Transitions per SGD step when batch_size is auto; with an RNN, sequences holding about as many steps.
 AUTO_BATCH_TRANSITIONS = 256
@@ -270,7 +284,9 @@ class ActorConfig(CommonConfig):
         """actor_id, or for -1 the replica number of this pod/container (dqn/identity.py; replicas share one config)."""
         if self.actor_id >= 0:
             return self.actor_id
-        from dqn.identity import stable_actor_id  # DNS only when asked: a lookup is no part of parsing a config
+        from dqn.settings.identity import (
+            stable_actor_id,  # DNS only when asked: a lookup is no part of parsing a config
+        )
 
         return stable_actor_id()
 

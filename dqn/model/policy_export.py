@@ -39,7 +39,7 @@ def replay_policy(policy_dir: str, env_id: str, episodes: int, seed: int) -> np.
     import tensorflow as tf
     from tf_agents.trajectories import time_step as ts
 
-    from dqn.envs import GymnasiumVectorEnvironment
+    from dqn.envs.vector_env import GymnasiumVectorEnvironment
 
     policy = tf.saved_model.load(policy_dir)
     env = GymnasiumVectorEnvironment(env_id, episodes, seed=seed)

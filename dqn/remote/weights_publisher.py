@@ -9,8 +9,8 @@ import time
 import numpy as np
 import reverb
 
-from dqn.deadline import CallTimeout, DeadlineCaller
-from dqn.weights.wire import PublishedWeights, publish_weights
+from dqn.remote.deadline import CallTimeout, DeadlineCaller
+from dqn.remote.weights_wire import PublishedWeights, publish_weights
 
 log = logging.getLogger(__name__)
 

@@ -10,10 +10,9 @@ from typing import Any
 
 import reverb
 
-from dqn.agent import AgentBundle
-from dqn.config import CommonConfig
 from dqn.errors import BadInput, ServiceError
 from dqn.replay_layout.items import REPLAY_TABLE, REQUESTS_TABLE, VARIABLES_TABLE
+from dqn.settings.config import CommonConfig
 
 
 class ReplayUnreachable(ServiceError):
@@ -51,10 +50,10 @@ class SpecMismatch(BadInput):
     """The server's tables were created for other specs (another env or network) than this role's."""
 
 
-def check_table_matches(client: reverb.Client, bundle: AgentBundle, config: CommonConfig, role: str) -> None:
+def check_signatures(client: reverb.Client, signatures: dict[str, object], config: CommonConfig, role: str) -> None:
     """Refuses to work with tables whose signatures differ from ours: one bad writer poisons a table."""
     info = server_info(client, config.rpc_timeout_s)
-    for table, expected in bundle.layout.signatures(bundle).items():
+    for table, expected in signatures.items():
         if info[table].signature != expected:
             raise SpecMismatch(
                 f"the {table!r} table at {config.replay_address} was built for other specs than this {role} "

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from dqn.priority import PriorityScale
+from dqn.replay_layout.priority_scale import PriorityScale
 
 
-class ActorTdPriorities:
+class InitialPriorities:
     """Per env, the priority of the transition that ends at the latest observation."""
 
     def __init__(self, num_envs: int, gamma: float):

@@ -8,10 +8,10 @@ import time
 
 import reverb
 
-from dqn.deadline import CallTimeout, DeadlineCaller
-from dqn.replay import server_info
+from dqn.remote.deadline import CallTimeout, DeadlineCaller
+from dqn.remote.replay_client import server_info
+from dqn.remote.weights_wire import PublishedWeights, sample_weights
 from dqn.replay_layout.items import VARIABLES_TABLE
-from dqn.weights.wire import PublishedWeights, sample_weights
 
 log = logging.getLogger(__name__)
 

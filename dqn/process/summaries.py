@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from dqn.graph_io import HostInput
+from dqn.model.graph_io import HostInput
 
 
 class GraphScalars:

@@ -17,9 +17,9 @@ import threading
 import numpy as np
 import reverb
 
-from dqn.config import LearnerConfig
-from dqn.deadline import CallTimeout, DeadlineCaller
-from dqn.priority import PriorityScale
+from dqn.remote.deadline import CallTimeout, DeadlineCaller
+from dqn.replay_layout.priority_scale import PriorityScale
+from dqn.settings.config import LearnerConfig
 
 log = logging.getLogger("learner")
 

@@ -223,7 +223,7 @@ def preset_values(name: str | None, types: Mapping[str, Any]) -> dict[str, Any]:
     """The converted values of preset `name` for the fields in `types` (other roles' fields are skipped)."""
     if name is None:
         return {}
-    from dqn.presets import PRESETS
+    from dqn.settings.presets import PRESETS
 
     if name not in PRESETS:
         raise ConfigError("preset", f"unknown preset {name!r}; valid presets: {', '.join(sorted(PRESETS))}")

@@ -7,7 +7,7 @@ import threading
 import numpy as np
 import tensorflow as tf
 
-from dqn.graph_io import HostInput, HostOutput
+from dqn.model.graph_io import HostInput, HostOutput
 
 
 class FlatWeights:

@@ -15,8 +15,8 @@ import time
 import numpy as np
 import reverb
 
-from dqn.deadline import CallTimeout, DeadlineCaller
-from dqn.replay import server_info
+from dqn.remote.deadline import CallTimeout, DeadlineCaller
+from dqn.remote.replay_client import server_info
 from dqn.replay_layout.items import REQUESTS_TABLE, RESET_REQUEST_STEP_KEY
 
 log = logging.getLogger(__name__)

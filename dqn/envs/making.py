@@ -1,0 +1,94 @@
+"""Making one env of an id: `gym.make` plus the wrappers every role applies, with clear errors for bad ids.
+
+`EnvOptions` is how every role makes an env beyond its id (Atari preprocessing, an episode cap); the defaults
+change nothing for non-Atari ids, so CartPole is made exactly as `gym.make(env_id)`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import gymnasium as gym
+from tf_agents.specs import array_spec
+
+from dqn.envs.atari import atari_make_kwargs, atari_wrappers, is_atari
+from dqn.envs.spaces import EnvError, action_spec, check_spaces, observation_spec
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvOptions:
+    """How every role makes an env beyond its id; hashable, because `env_specs` is cached on it.
+
+    The defaults change nothing for non-Atari ids: CartPole is made exactly as `gym.make(env_id)`.
+    Field meanings and sources: the fields of the same names in `dqn.config.CommonConfig`.
+    """
+
+    max_episode_steps: int = 0
+    atari_noop_max: int = 30
+    atari_frame_skip: int = 4
+    atari_screen_size: int = 84
+    atari_grayscale: bool = True
+    atari_terminal_on_life_loss: bool = False
+    atari_frame_stack: int = 4
+    atari_repeat_action_probability: float = 0.25
+
+    @classmethod
+    def from_config(cls, config: Any) -> EnvOptions:
+        """The options held by a config (its fields of the same names)."""
+        return cls(**{f.name: getattr(config, f.name) for f in dataclasses.fields(cls)})
+
+
+DEFAULT_OPTIONS = EnvOptions()
+
+
+def gym_make_kwargs(env_id: str, options: EnvOptions, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """gym.make keyword arguments for `env_id` under `options` (explicit kwargs win)."""
+    if is_atari(env_id):
+        return {**atari_make_kwargs(options), **kwargs}
+    return dict(kwargs)
+
+
+def env_wrappers(env_id: str, options: EnvOptions) -> list[Callable[[gym.Env], gym.Env]]:
+    """Wrappers applied to each made env, innermost first; none for non-Atari ids with default options."""
+    wrappers: list[Callable[[gym.Env], gym.Env]] = []
+    if is_atari(env_id):
+        wrappers += atari_wrappers(options)
+    if options.max_episode_steps:
+        # Outermost, so the limit counts agent steps (an inner TimeLimit on Atari would count raw frames).
+        wrappers.append(lambda env: gym.wrappers.TimeLimit(env, options.max_episode_steps))
+    return wrappers
+
+
+def make_gym_env(env_id: str, options: EnvOptions | None = None, **kwargs: Any) -> gym.Env:
+    """`gym.make` plus the wrappers of `options`, with a clear error for unknown ids and unsupported spaces."""
+    options = options or DEFAULT_OPTIONS
+    try:
+        env = gym.make(env_id, **gym_make_kwargs(env_id, options, kwargs))
+    except gym.error.Error as error:
+        raise EnvError(f"unknown gymnasium env id {env_id!r}: {error}") from None
+    for wrapper in env_wrappers(env_id, options):
+        env = wrapper(env)
+    try:
+        check_spaces(env_id, env.observation_space, env.action_space)
+    except EnvError:
+        env.close()
+        raise
+    return env
+
+
+@functools.lru_cache(maxsize=32)
+def env_specs(env_id: str, options: EnvOptions = DEFAULT_OPTIONS
+              ) -> tuple[array_spec.BoundedArraySpec, array_spec.BoundedArraySpec, float | None]:
+    """(observation spec, action spec, reward threshold) of an env id as wrapped by `options`, validated.
+
+    Built once per process and (id, options) pair; pass `EnvOptions.from_config(config)` so every role
+    derives the same preprocessed spaces.
+    """
+    env = make_gym_env(env_id, options)
+    try:
+        return observation_spec(env.observation_space), action_spec(env.action_space), env.spec.reward_threshold
+    finally:
+        env.close()

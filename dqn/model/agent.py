@@ -1,0 +1,76 @@
+"""The DqnAgent of a config: its Q-network, optimizer, counters and the collect policy's live epsilon.
+
+`dqn/builder.py` makes it (`DqnBuilder.agent`); every role gets identical variables, derived from the settings
+and the env's spec alone.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import tensorflow as tf
+from tf_agents.agents.dqn import dqn_agent
+from tf_agents.specs import tensor_spec
+from tf_agents.trajectories import time_step as ts
+from tf_agents.utils import common
+
+from dqn.model.networks import make_q_network
+from dqn.settings.config import CommonConfig
+
+
+@dataclasses.dataclass
+class AgentBundle:
+    """An agent plus the specs the roles need; `epsilon` is the collect policy's live epsilon."""
+
+    agent: dqn_agent.DqnAgent
+    time_step_spec: ts.TimeStep
+    action_spec: tensor_spec.BoundedTensorSpec
+    train_step: tf.Variable
+    epsilon: tf.Variable
+    q_network: object
+
+    @property
+    def policy_variables(self) -> list[tf.Variable]:
+        """Variables of the greedy/collect policy (the Q-network's), in a fixed order."""
+        return list(self.agent.policy.variables())
+
+
+def reinitialize_q_networks(bundle: AgentBundle, config: CommonConfig) -> None:
+    """Fresh initial weights for the agent's Q-network, and the target network set to the same weights.
+
+    A freshly built network of the same config supplies them (its layers' own initializers), so every layer
+    kind starts as a new run would. The optimizer's moments are kept: they rescale steps, they hold no policy.
+    """
+    fresh = make_q_network(config, bundle.time_step_spec.observation, bundle.action_spec)
+    fresh.create_variables()
+    for network in (bundle.agent._q_network, bundle.agent._target_q_network):  # noqa: SLF001 - no public setter
+        for target, source in zip(network.variables, fresh.variables, strict=True):
+            target.assign(source)
+
+
+def build_agent(config: CommonConfig, observation_array_spec, action_array_spec) -> AgentBundle:
+    """QNetwork + DqnAgent (or DdqnAgent) for the env's array specs, initialized; the same in every role."""
+    observation_spec = tensor_spec.from_spec(observation_array_spec)
+    action_spec = tensor_spec.from_spec(action_array_spec)
+    time_step_spec = ts.time_step_spec(observation_spec)
+    network = make_q_network(config, observation_spec, action_spec)
+    train_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="train_step")
+    epsilon = tf.Variable(config.epsilon_start, dtype=tf.float32, trainable=False, name="epsilon")
+    loss = common.element_wise_huber_loss if config.td_loss == "huber" else common.element_wise_squared_loss
+    agent_class = dqn_agent.DdqnAgent if config.double_dqn else dqn_agent.DqnAgent
+    agent = agent_class(
+        time_step_spec,
+        action_spec,
+        q_network=network,
+        optimizer=tf.keras.optimizers.Adam(learning_rate=config.learning_rate),
+        epsilon_greedy=lambda: epsilon,
+        gamma=config.gamma,
+        td_errors_loss_fn=loss,
+        target_update_period=config.target_update_period,
+        target_update_tau=config.target_update_tau,
+        gradient_clipping=config.gradient_clipping,
+        n_step_update=config.n_step_update,
+        train_step_counter=train_step,
+    )
+    agent.initialize()
+    return AgentBundle(agent, time_step_spec, action_spec, train_step, epsilon, network)

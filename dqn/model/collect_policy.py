@@ -1,0 +1,140 @@
+"""The actor's collect policy, chosen once: one object that turns a batch of time steps into actions.
+
+Every kind answers `actions(time_step) -> (actions [N], Q-values [N, A] or None)`, takes new weights with
+`set_weights` and its epsilon with `set_epsilon`, so the actor's step is one loop whatever runs the network:
+
+- `NumpyCollectPolicy`: a plain MLP mirrored in numpy (dqn/model/numpy_policy.py); Q-values come for free.
+- `GraphCollectPolicy`: TF-Agents' collect policy in one graph call per step (conv, RNN, anything the mirror
+  declines); with `q_values` the same call also returns the Q-values (actors that send TD-error priorities).
+- `RandomCollectPolicy`: uniform actions (the warm-up before the first weights).
+- `HeldRandomActions`' wrapper `HeldRandomCollectPolicy`: random actions held for a while over a greedy inner
+  policy (dqn/model/exploration.py), which then replaces the inner policy's epsilon.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import numpy as np
+from tf_agents.trajectories import time_step as ts
+
+from dqn.model.agent import AgentBundle
+from dqn.model.exploration import HeldRandomActions
+from dqn.model.flat_weights import FlatWeights
+from dqn.model.graph_policy import batched_actions, batched_actions_and_q_values
+from dqn.model.numpy_policy import HostEpsilonGreedy, HostQNetwork
+
+
+class CollectPolicy(Protocol):
+    """What the actor steps its envs with."""
+
+    #: "numpy" or "graph": where the Q-network runs (for logs).
+    runs_in: str
+
+    def actions(self, time_step: ts.TimeStep) -> tuple[np.ndarray, np.ndarray | None]:
+        """(actions [N], Q-values [N, actions] or None) for a batch of N time steps."""
+
+    def set_weights(self, variables: list[np.ndarray]) -> None:
+        """New policy weights (the policy's variable list, as published)."""
+
+    def set_epsilon(self, epsilon: float) -> None:
+        """The chance of a uniformly random action from now on."""
+
+
+class NumpyCollectPolicy:
+    """Epsilon-greedy over the numpy mirror of an MLP Q-network."""
+
+    runs_in = "numpy"
+
+    def __init__(self, network: HostQNetwork, action_spec, seed: int, epsilon: float):
+        self._policy = HostEpsilonGreedy(network, action_spec, seed=seed)
+        self._epsilon = epsilon
+
+    def actions(self, time_step: ts.TimeStep) -> tuple[np.ndarray, np.ndarray]:
+        """Actions and the Q-values they were chosen from."""
+        return self._policy.actions_and_q_values(time_step.observation, self._epsilon)
+
+    def set_weights(self, variables: list[np.ndarray]) -> None:
+        """Swaps the numpy weights."""
+        self._policy.network.set_weights(variables)
+
+    def set_epsilon(self, epsilon: float) -> None:
+        """Used from the next call on."""
+        self._epsilon = epsilon
+
+
+class GraphCollectPolicy:
+    """TF-Agents' collect policy in one graph call per step; with `q_values`, the Q-values from the same call."""
+
+    runs_in = "graph"
+
+    def __init__(self, bundle: AgentBundle, num_envs: int, epsilon: float, q_values: bool = False):
+        self._epsilon_variable = bundle.epsilon
+        self._epsilon = None
+        self.set_epsilon(epsilon)
+        self._weights = FlatWeights(bundle.policy_variables)
+        if q_values:
+            self._act = batched_actions_and_q_values(bundle.agent.collect_policy, bundle.q_network)
+        else:
+            act = batched_actions(bundle.agent.collect_policy, num_envs)
+            self._act = lambda time_step: (act(time_step), None)
+
+    def actions(self, time_step: ts.TimeStep) -> tuple[np.ndarray, np.ndarray | None]:
+        """Actions (and Q-values when asked for at construction)."""
+        return self._act(time_step)
+
+    def set_weights(self, variables: list[np.ndarray]) -> None:
+        """Assigns the weights to the policy's variables in one graph call."""
+        self._weights.assign(variables)
+
+    def set_epsilon(self, epsilon: float) -> None:
+        """Assigns the collect policy's epsilon variable, only when it changed (each eager assign keeps memory)."""
+        if epsilon != self._epsilon:
+            self._epsilon_variable.assign(epsilon)
+            self._epsilon = epsilon
+
+
+class RandomCollectPolicy:
+    """Uniformly random actions: the actor's warm-up."""
+
+    runs_in = "numpy"
+
+    def __init__(self, action_spec, num_envs: int, seed: int):
+        self._minimum, self._maximum = int(action_spec.minimum), int(action_spec.maximum)
+        self._num_envs = num_envs
+        self._rng = np.random.default_rng(seed)
+
+    def actions(self, time_step: ts.TimeStep) -> tuple[np.ndarray, None]:
+        """One uniform action per env; no Q-values."""
+        return self._rng.integers(self._minimum, self._maximum + 1, size=self._num_envs, dtype=np.int64), None
+
+    def set_weights(self, variables: list[np.ndarray]) -> None:
+        """No weights."""
+
+    def set_epsilon(self, epsilon: float) -> None:
+        """Always random."""
+
+
+class HeldRandomCollectPolicy:
+    """Held random actions over a greedy `inner` policy: the holds take the epsilon, the inner policy plays 0."""
+
+    def __init__(self, inner: CollectPolicy, holds: HeldRandomActions, epsilon: float):
+        self._inner = inner
+        self._holds = holds
+        self._epsilon = epsilon
+        self.runs_in = inner.runs_in
+        inner.set_epsilon(0.0)
+
+    def actions(self, time_step: ts.TimeStep) -> tuple[np.ndarray, np.ndarray | None]:
+        """The inner policy's greedy actions, replaced where a hold runs or starts."""
+        greedy, q_values = self._inner.actions(time_step)
+        starts = time_step.step_type == ts.StepType.FIRST
+        return self._holds.actions(greedy, self._epsilon, episode_starts=starts), q_values
+
+    def set_weights(self, variables: list[np.ndarray]) -> None:
+        """The inner policy's weights."""
+        self._inner.set_weights(variables)
+
+    def set_epsilon(self, epsilon: float) -> None:
+        """The share of random steps the holds keep."""
+        self._epsilon = epsilon
