@@ -24,8 +24,8 @@ def quiet_tensorflow() -> None:
 def use_one_core() -> None:
     """One TensorFlow thread and one BLAS thread: actors and the evaluator share few cores with the learner.
 
-    numpy's matmuls (the numpy policies) too: a second BLAS thread spun on a core the others kept busy, and 10
-    CartPole-v1 evaluation episodes of ~100 steps took 1-4 s instead of under 0.1 s.
+    numpy's matmuls (the numpy policies) too: a second BLAS thread spins waiting for a core the others keep busy,
+    which made short evaluations many times slower (docs/performance.md, "Learning suite").
     """
     import tensorflow as tf  # here, not at the top: quiet_tensorflow() must run before TF is imported
     from threadpoolctl import threadpool_limits
@@ -112,8 +112,8 @@ def _malloc_trim():
 def release_free_heap() -> bool:
     """Hands freed heap pages back to the OS (glibc's malloc_trim); False where that is not available.
 
-    A one-off burst of allocations (a replay checkpoint builds ~60 MiB of records for a 6 MB file) otherwise
-    stays in the process's RSS after it is freed.
+    A one-off burst of allocations (a replay checkpoint builds all its records in memory, many times the file's
+    size) otherwise stays in the process's RSS after it is freed.
     """
     trim = _malloc_trim()
     return bool(trim(0)) if trim is not None else False

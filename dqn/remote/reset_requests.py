@@ -16,7 +16,7 @@ import numpy as np
 import reverb
 
 from dqn.remote.deadline import CallTimeout, DeadlineCaller
-from dqn.remote.replay_client import server_info
+from dqn.remote.latest_item import UNCHANGED, LatestItemReader
 from dqn.replay_layout.items import REQUESTS_TABLE, RESET_REQUEST_STEP_KEY
 
 log = logging.getLogger(__name__)
@@ -63,37 +63,31 @@ class ResetRequestWatcher:
     def __init__(self, address: str, timeout_s: float, interval_s: float = 0.25):
         self._address, self._timeout_s, self._interval_s = address, timeout_s, interval_s
         self._stop = threading.Event()
-        self._last_inserts = -1
+        self._reader = LatestItemReader(REQUESTS_TABLE, timeout_s)
         self.latest = -1
-        self.failures = 0
         threading.Thread(target=self._run, name="reset-requests", daemon=True).start()
 
     def close(self) -> None:
         """Stops polling (a call stuck in Reverb is abandoned with its daemon thread)."""
         self._stop.set()
 
-    def _fetch(self, client: reverb.Client) -> int | None:
-        """The request in the table if it changed since the last look (one small RPC when it did not)."""
-        info = server_info(client, self._timeout_s)[REQUESTS_TABLE]
-        inserts = info.rate_limiter_info.insert_stats.completed
-        if info.current_size == 0 or inserts == self._last_inserts:
-            return None
+    @staticmethod
+    def _download(client: reverb.Client) -> int:
+        """The train step of the request in the table."""
         sample = next(client.sample(REQUESTS_TABLE, 1, emit_timesteps=False, unpack_as_table_signature=True))
-        self._last_inserts = inserts
         return int(np.asarray(sample.data[RESET_REQUEST_STEP_KEY])[0])
 
     def _run(self) -> None:
         caller, client, last_log = DeadlineCaller(), reverb.Client(self._address), 0.0
         while not self._stop.wait(self._interval_s):
             try:
-                step = caller.call(lambda c=client: self._fetch(c), self._timeout_s)
+                step = caller.call(lambda c=client: self._reader.fetch(c, self._download), self._timeout_s)
             except Exception as error:  # noqa: BLE001 - training goes on; the next poll retries
-                self.failures += 1
                 if isinstance(error, CallTimeout):
                     client = reverb.Client(self._address)
                 if time.monotonic() - last_log >= LOG_INTERVAL_S:
                     last_log = time.monotonic()
                     log.warning("polling %s for reset requests failed (%s); retrying", self._address, error)
                 continue
-            if step is not None:
+            if step is not None and step is not UNCHANGED:
                 self.latest = max(self.latest, step)

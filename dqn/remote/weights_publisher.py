@@ -25,7 +25,6 @@ class WeightsPublisher:
         self._condition = threading.Condition()
         self._busy = False
         self.published_step = -1
-        self.failures = 0
         threading.Thread(target=self._run, name="weights-publisher", daemon=True).start()
 
     def submit(self, variables: list[np.ndarray], train_step: int, exploration_start: int = 0) -> None:
@@ -57,7 +56,6 @@ class WeightsPublisher:
                                                                         w.exploration_start), self._timeout_s)
                 self.published_step = weights.train_step
             except Exception as error:  # noqa: BLE001 - keep training; the next publish retries
-                self.failures += 1
                 if isinstance(error, CallTimeout):
                     client = reverb.Client(self._address)
                 log.warning("publishing weights of step %d failed (%s); the next publish retries",

@@ -9,15 +9,11 @@ import time
 import reverb
 
 from dqn.remote.deadline import CallTimeout, DeadlineCaller
-from dqn.remote.replay_client import server_info
+from dqn.remote.latest_item import UNCHANGED, LatestItemReader
 from dqn.remote.weights_wire import PublishedWeights, sample_weights
 from dqn.replay_layout.items import VARIABLES_TABLE
 
 log = logging.getLogger(__name__)
-
-#: What `_fetch` returns when nothing was published since its last download.
-_UNCHANGED = object()
-
 
 class WeightsPuller:
     """Fetches the latest published weights on a daemon thread; the caller never blocks.
@@ -35,9 +31,8 @@ class WeightsPuller:
         self._lock = threading.Lock()
         self._latest: PublishedWeights | None = None
         self._last_step = -1
-        self._last_inserts = -1  # the variables table's insert count at the last download
+        self._reader = LatestItemReader(VARIABLES_TABLE, timeout_s)
         self.status = "waiting for first weights"
-        self.failures = 0
         threading.Thread(target=self._run, name="weights-puller", daemon=True).start()
         self._wanted.set()
 
@@ -56,22 +51,6 @@ class WeightsPuller:
         self._stop.set()
         self._wanted.set()
 
-    def _fetch(self, client: reverb.Client) -> PublishedWeights | None | object:
-        """New weights; None while nothing is published; `_UNCHANGED` when nothing was published since the last.
-
-        Why the insert count: asking costs one small RPC, downloading costs the whole network, so readers may
-        ask often (a short policy lag whatever their speed) and download only what the learner has published.
-        """
-        info = server_info(client, self._timeout_s)[VARIABLES_TABLE]
-        if info.current_size == 0:
-            return None
-        inserts = info.rate_limiter_info.insert_stats.completed
-        if inserts == self._last_inserts:
-            return _UNCHANGED
-        weights = sample_weights(client)
-        self._last_inserts = inserts
-        return weights
-
     def _run(self) -> None:
         caller, client = DeadlineCaller(), reverb.Client(self._address)
         while not self._stop.is_set():
@@ -80,9 +59,8 @@ class WeightsPuller:
             if self._stop.is_set():
                 return
             try:
-                weights = caller.call(lambda c=client: self._fetch(c), self._timeout_s)
+                weights = caller.call(lambda c=client: self._reader.fetch(c, sample_weights), self._timeout_s)
             except Exception as error:  # noqa: BLE001 - any failure keeps the current weights and retries
-                self.failures += 1
                 self.status = "replay unreachable"
                 if isinstance(error, CallTimeout):
                     client = reverb.Client(self._address)
@@ -94,7 +72,7 @@ class WeightsPuller:
                     self._wanted.set()  # keep polling until the learner publishes
                 else:
                     self.status = "ok"
-                    if weights is not _UNCHANGED and weights.train_step != self._last_step:
+                    if weights is not UNCHANGED and weights.train_step != self._last_step:
                         self._last_step = weights.train_step
                         with self._lock:
                             self._latest = weights

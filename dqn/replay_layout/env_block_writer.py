@@ -1,9 +1,9 @@
 """The env-block writer (the default): the same n + 1 steps of a block of E envs in one [n + 1, E, ...] item.
 
-Reverb's cost is per item: a learner sampling 2-step items of one env each spends ~23 us of CPU per
-transition inside `TrajectoryDataset`, four times its whole SGD step at batch 256 (bench/learner_throughput.py).
-A block of E envs' transitions at the same time steps costs about the same per item, so E = 16 cuts the
-learner's input cost ~10x and the actor's writes (one append per step for all envs) with it.
+Reverb's cost is per item: a learner sampling 2-step items of one env each spends more CPU per transition inside
+`TrajectoryDataset` than on its whole SGD step (docs/performance.md, "Learner throughput"). A block of E envs'
+transitions at the same time steps costs about the same per item, so blocks divide the learner's input cost by
+about E, and the actor's writes (one append per step for all envs) with it.
 
 What changes against per-env streams (env_stream_writer.py): every window of n + 1 steps becomes an item, also
 the ones starting on an env's boundary step (LAST -> FIRST). DqnAgent masks those itself: its loss keeps only
@@ -21,15 +21,11 @@ from tf_agents.trajectories import time_step as ts
 
 from dqn.replay_layout.items import REPLAY_TABLE
 from dqn.replay_layout.writing import (
-    ENVS_PER_WRITER,
     TRAJECTORY_FIELDS,
-    InvalidItem,
-    check_batch,
+    GroupedStreamWriter,
     chunk_keeper_config,
-    close_writers,
     item_configs,
     priority_slot_fields,
-    wait_for_writers,
 )
 
 #: A block has no column of its own: its priority slots follow the Trajectory fields.
@@ -55,7 +51,7 @@ def _block_configs(num_blocks: int, table: str, length: int, send_priorities: bo
     return [*configs, chunk_keeper_config(ref, table, length)]
 
 
-class BlockStreams:
+class BlockStreams(GroupedStreamWriter):
     """Writes a batch of N env steps per call as N / E block streams (items of sequence_length steps of E envs).
 
     Same interface as `env_stream_writer.TrajectoryStreams`; with specs given, every batch is checked first.
@@ -65,23 +61,11 @@ class BlockStreams:
                  observation_spec=None, action_spec=None, sequence_length: int = 2, send_priorities: bool = False):
         if num_envs % envs_per_item:
             raise ValueError(f"num_envs {num_envs} is not a multiple of envs_per_item {envs_per_item}")
-        if send_priorities and sequence_length != 2:
-            raise ValueError("actor priorities are for 2-step items (n_step_update 1, no RNN)")
-        self._num_envs = num_envs
         self._envs_per_item = envs_per_item
         self._num_blocks = num_envs // envs_per_item
-        self._sequence_length = sequence_length
-        self._send_priorities = send_priorities
-        self._observation_spec = observation_spec
-        self._action_spec = action_spec
-        # Few blocks per writer: Reverb warns on every append once one writer holds ~60 unconfirmed items.
-        self._groups = [range(start, min(start + ENVS_PER_WRITER, self._num_blocks))
-                        for start in range(0, self._num_blocks, ENVS_PER_WRITER)]
-        self._writers = [client.structured_writer(_block_configs(len(group), table, sequence_length, send_priorities))
-                         for group in self._groups]
-        self._no_priorities = np.zeros(self._num_blocks, dtype=np.float32)
-        self._appended = 0
-        self.items_created = 0
+        super().__init__(client, num_envs, self._num_blocks,
+                         lambda blocks: _block_configs(blocks, table, sequence_length, send_priorities),
+                         sequence_length, send_priorities, observation_spec, action_spec)
 
     def block_priorities(self, env_priorities: np.ndarray) -> np.ndarray:
         """One priority per block from one per env: the block's largest (its most surprising transition)."""
@@ -94,36 +78,11 @@ class BlockStreams:
         With send_priorities, `priorities[i]` is the priority of env i's transition that this step completes
         (from step t - 1 to `time_step`); its block's item gets the block's largest.
         """
-        check_batch(next_time_step.observation, action, self._num_envs, self._observation_spec, self._action_spec)
+        self._check(action, next_time_step)
         blocks = (self._num_blocks, self._envs_per_item)
         columns = [np.asarray(column).reshape(blocks + np.shape(column)[1:])
                    for column in (time_step.step_type, time_step.observation, action, next_time_step.step_type,
                                   next_time_step.reward, next_time_step.discount)]
-        if self._send_priorities:
-            if priorities is None or np.shape(priorities) != (self._num_envs,):
-                raise InvalidItem(f"send_priorities needs one priority per env ({self._num_envs}); got "
-                                 f"{None if priorities is None else np.shape(priorities)}")
-            closing = self.block_priorities(priorities)
-            opening = self._no_priorities
-            columns += [opening, closing] if self._appended % 2 == 0 else [closing, opening]
-        self._appended += 1
-        for group, writer in zip(self._groups, self._writers, strict=True):
-            part = slice(group.start, group.stop)
-            writer.append([block for column in columns for block in column[part]])
+        self._write([*columns, *self._priority_columns(priorities, self.block_priorities)])
         if self._appended >= self._sequence_length:
             self.items_created += self._num_blocks
-
-    def wait_for_server(self, max_pending_per_stream: int, timeout_ms: int) -> bool:
-        """Backpressure: waits until each block stream holds at most this many unconfirmed items."""
-        return wait_for_writers(self._writers, [max_pending_per_stream * len(group) for group in self._groups],
-                                timeout_ms)
-
-    def flush(self, timeout_ms: int) -> None:
-        """Waits until every created item is confirmed by the server (raises DeadlineExceededError)."""
-        for writer in self._writers:
-            writer.flush(timeout_ms=timeout_ms)
-
-    def close(self, timeout_ms: int = 5000) -> None:
-        """Flushes what it can within one overall deadline (see `close_writers`), then closes the streams."""
-        close_writers(self._writers, timeout_ms)
-        self._writers = []

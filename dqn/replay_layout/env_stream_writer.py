@@ -20,15 +20,11 @@ from tf_agents.trajectories import time_step as ts
 
 from dqn.replay_layout.items import REPLAY_TABLE
 from dqn.replay_layout.writing import (
-    ENVS_PER_WRITER,
     TRAJECTORY_FIELDS,
-    InvalidItem,
-    check_batch,
+    GroupedStreamWriter,
     chunk_keeper_config,
-    close_writers,
     item_configs,
     priority_slot_fields,
-    wait_for_writers,
 )
 
 #: This writer's own column after the Trajectory fields: 1 where the step completes the env's item.
@@ -36,7 +32,7 @@ _MAKE_ITEM = TRAJECTORY_FIELDS
 _PRIORITY_FIELDS = priority_slot_fields(_MAKE_ITEM + 1)
 
 
-def _stream_configs(num_envs: int, table: str, priority: float, length: int, send_priorities: bool) -> list:
+def _stream_configs(num_envs: int, table: str, length: int, send_priorities: bool) -> list:
     """StructuredWriter configs for `num_envs` streams in one flat step.
 
     Env i's item is its last `length` steps, made when the step's make-item column (computed per env in
@@ -50,44 +46,30 @@ def _stream_configs(num_envs: int, table: str, priority: float, length: int, sen
     for i in range(num_envs):
         slots = [slot * num_envs + i for slot in _PRIORITY_FIELDS] if send_priorities else None
         configs += item_configs(step, ref, lambda field, i=i: field * num_envs + i, table, length,
-                                make_item[_MAKE_ITEM * num_envs + i] == 1, slots, priority)
+                                make_item[_MAKE_ITEM * num_envs + i] == 1, slots)
     return [*configs, chunk_keeper_config(ref, table, length)]
 
 
-class TrajectoryStreams:
+class TrajectoryStreams(GroupedStreamWriter):
     """Writes a batch of N env steps per call as N independent trajectory streams (items of sequence_length steps).
 
     With `observation_spec`/`action_spec` given, every batch is checked against them before any item
     is created (one bad writer would poison the table: the server does not check signatures).
     """
 
-    def __init__(self, client: reverb.Client, num_envs: int, table: str = REPLAY_TABLE, priority: float = 1.0,
-                 observation_spec=None, action_spec=None, sequence_length: int = 2,
-                 run_past_episode_end: bool = False, send_priorities: bool = False):
+    def __init__(self, client: reverb.Client, num_envs: int, table: str = REPLAY_TABLE, observation_spec=None,
+                 action_spec=None, sequence_length: int = 2, run_past_episode_end: bool = False,
+                 send_priorities: bool = False):
         # Reverb's StructuredWriter makes the items in C++ from patterns and conditions: one Python `append` per
-        # group of envs per step instead of an append plus a create_item per env (those two took ~70 % of an
-        # actor step). Groups stay small because Reverb logs "pending items is alarmingly high" on every append
-        # once a writer holds ~60 unconfirmed items (max_pending_items * group + group must stay below that).
-        self._sequence_length = sequence_length  # n + 1 steps per item (n-step returns)
+        # group of envs per step instead of an append plus a create_item per env, which dominated an actor step.
+        super().__init__(client, num_envs, num_envs,
+                         lambda streams: _stream_configs(streams, table, sequence_length, send_priorities),
+                         sequence_length, send_priorities, observation_spec, action_spec)
         self._run_past_episode_end = run_past_episode_end
         # Rule of the observer: steps of each env's current episode segment. Rule for n-step windows: a ring of
         # whether each of the last L appended steps was a boundary step (row appended % L holds step `appended`).
         self._cached_steps = np.zeros(num_envs, dtype=np.int64)
         self._recent_boundaries = np.zeros((sequence_length, num_envs), dtype=bool)
-        self._appended = 0
-        self._num_envs = num_envs
-        if send_priorities and sequence_length != 2:
-            raise ValueError("actor priorities are for 2-step items (n_step_update 1, no RNN)")
-        self._send_priorities = send_priorities
-        self._no_priorities = np.zeros(num_envs, dtype=np.float32)  # an opening slot's value, never written to
-        self._groups = [slice(start, min(start + ENVS_PER_WRITER, num_envs))
-                        for start in range(0, num_envs, ENVS_PER_WRITER)]
-        self._writers = [client.structured_writer(_stream_configs(group.stop - group.start, table, priority,
-                                                                  sequence_length, send_priorities))
-                         for group in self._groups]
-        self._observation_spec = observation_spec
-        self._action_spec = action_spec
-        self.items_created = 0
 
     def append(self, time_step: ts.TimeStep, action: np.ndarray, next_time_step: ts.TimeStep,
                priorities: np.ndarray | None = None) -> None:
@@ -96,25 +78,13 @@ class TrajectoryStreams:
         With send_priorities, `priorities[i]` is the priority of env i's item that this step completes (the
         transition from step t - 1 to `time_step`).
         """
-        check_batch(next_time_step.observation, action, self._num_envs, self._observation_spec, self._action_spec)
+        self._check(action, next_time_step)
         step_type = time_step.step_type
         make_item = self._make_items(step_type)
-        columns = (step_type, time_step.observation, action, next_time_step.step_type, next_time_step.reward,
-                   next_time_step.discount, make_item)
-        if self._send_priorities:
-            if priorities is None or np.shape(priorities) != (self._num_envs,):
-                raise InvalidItem(f"send_priorities needs one priority per env ({self._num_envs}); got "
-                                  f"{None if priorities is None else np.shape(priorities)}")
-            # Slot k % 2 opens the items starting at this step (0); the other slot closes the item started
-            # one step earlier with its priority (see _stream_configs).
-            opening = self._no_priorities
-            closing = np.asarray(priorities, dtype=np.float32)
-            columns += (opening, closing) if self._appended % 2 == 0 else (closing, opening)
-        self._appended += 1
-        for group, writer in zip(self._groups, self._writers, strict=True):
-            # Column-major flat step (field by field, env by env): iterating an array yields its rows as numpy
-            # scalars/arrays of the right dtype without any per-value conversion in Python.
-            writer.append([value for column in columns for value in column[group]])
+        columns = [step_type, time_step.observation, action, next_time_step.step_type, next_time_step.reward,
+                   next_time_step.discount, make_item,
+                   *self._priority_columns(priorities, lambda env_priorities: np.asarray(env_priorities, np.float32))]
+        self._write(columns)
         self.items_created += int(np.count_nonzero(make_item))
 
     def _make_items(self, step_type: np.ndarray) -> np.ndarray:
@@ -132,26 +102,3 @@ class TrajectoryStreams:
         # After a boundary step (LAST -> FIRST) the segment restarts, so no item spans two episodes.
         self._cached_steps = np.where(is_boundary, 0, cached)
         return (cached >= self._sequence_length).astype(np.int64)
-
-    def wait_for_server(self, max_pending_per_stream: int, timeout_ms: int) -> bool:
-        """Backpressure: waits until the streams hold at most this many unconfirmed items each (on average).
-
-        The replay rate limiter holds inserts back while the learner is behind; without this wait the
-        writers would queue items in memory without bound. False if the deadline passed first.
-        """
-        return wait_for_writers(self._writers, [max_pending_per_stream * (group.stop - group.start)
-                                                for group in self._groups], timeout_ms)
-
-    def flush(self, timeout_ms: int) -> None:
-        """Waits until every created item is confirmed by the server (raises DeadlineExceededError)."""
-        for writer in self._writers:
-            writer.flush(timeout_ms=timeout_ms)
-
-    def close(self, timeout_ms: int = 5000) -> None:
-        """Flushes what it can within one overall deadline, then closes the streams.
-
-        Items still unconfirmed then (e.g. held back by the rate limiter after the learner stopped)
-        are dropped: they were never stored, so nothing stored is lost.
-        """
-        close_writers(self._writers, timeout_ms)
-        self._writers = []

@@ -48,10 +48,6 @@ class ReplayLayout:
         """Items carry the actor's initial priority (Ape-X, see actor/td_priority.py)."""
         return self.shape.actors_send_priorities
 
-    def items(self, transitions: int) -> int:
-        """A count of transitions as whole items (rounded up)."""
-        return self.shape.items(transitions)
-
     def item_step_spec(self, collect_data_spec) -> object:
         """One step of one item, from the agent's collect_data_spec."""
         return tables.item_step_spec(self.shape, collect_data_spec)

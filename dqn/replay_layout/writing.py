@@ -18,14 +18,15 @@ from tf_agents.trajectories import trajectory
 
 from dqn.replay_layout.items import INITIAL_PRIORITY_KEY
 
-#: Streams per StructuredWriter (see env_stream_writer.TrajectoryStreams.__init__ for why groups stay this small).
-ENVS_PER_WRITER = 8
+#: Streams (envs, or blocks of envs) per StructuredWriter. Groups stay small because Reverb logs "pending items is
+#: alarmingly high" on every append once one writer holds a few dozen unconfirmed items.
+STREAMS_PER_WRITER = 8
 #: Unconfirmed items one writer may hold before the actor waits, whatever max_pending_items * its streams is:
-#: Reverb logs "pending items is alarmingly high" on every append once a writer holds ~50 (measured), and
-#: up to ENVS_PER_WRITER items join between two waits.
+#: below Reverb's warning level, with room for the up to STREAMS_PER_WRITER items that join between two waits.
 MAX_PENDING_PER_WRITER = 32
-#: Steps a chunk may span. StructuredWriter sizes its chunks by its longest pattern (here 2 steps): chunks that
-#: short cost the replay server ~4.5 KB per CartPole transition; 8-step chunks ~2.5 KB (bench/scaling.py).
+#: Steps a chunk may span. StructuredWriter sizes its chunks by its longest pattern (here 2 steps), and chunks that
+#: short cost the replay server about twice the memory per CartPole transition of 8-step chunks
+#: (docs/performance.md, "Scaling and cost").
 CHUNK_STEPS = 8
 #: Trajectory fields at the start of every stream's columns: step_type, observation, action, next_step_type,
 #: reward, discount (policy_info is not appended: it is empty, or the priority slots).
@@ -44,12 +45,11 @@ class InvalidItem(ValueError):
     """A step that does not match the table's specs: refused before anything is sent."""
 
 
-def item_configs(step: list, ref, column, table: str, length: int, made, slots: list[int] | None = None,
-                 priority: float = 1.0) -> list:
+def item_configs(step: list, ref, column, table: str, length: int, made, slots: list[int] | None = None) -> list:
     """Configs that make one stream's item, a Trajectory of its last `length` steps, whenever `made` holds.
 
     `column(field)` is the flat position of the stream's Trajectory field. Without `slots` the item enters at
-    the constant `priority`. With two slot positions (2-step items only) it enters at the actor's priority,
+    priority 1. With two slot positions (2-step items only) it enters at the actor's priority,
     through Reverb's td_error priority function, which takes the max of a column over the item's steps. Adjacent
     items share a step, so one column cannot hold a value per item: items starting on even steps read slot 0
     and items starting on odd steps slot 1. Each slot is 0 at an item's first step and the item's priority at
@@ -64,7 +64,7 @@ def item_configs(step: list, ref, column, table: str, length: int, made, slots: 
 
     if slots is None:
         return [structured_writer.create_config(item(()), table, conditions=[made],
-                                                priority=structured_writer.constant_priority_fn(priority))]
+                                                priority=structured_writer.constant_priority_fn(1.0))]
     return [structured_writer.create_config(
         item({INITIAL_PRIORITY_KEY: ref[slot][-length:]}), table,
         # Made at step k, the item starts at k - 1: its start parity is (k + 1) % 2.
@@ -140,3 +140,74 @@ def wait_for_writers(writers: list, pending_items: list[int], timeout_ms: int) -
     except reverb.errors.DeadlineExceededError:
         return False
     return True
+
+
+class GroupedStreamWriter:
+    """What both writers share: StructuredWriters over groups of streams, priority slots, backpressure, close.
+
+    A stream is one env (`env_stream_writer.py`) or one block of envs (`env_block_writer.py`); each group of up to
+    STREAMS_PER_WRITER streams has its own StructuredWriter, made from `make_configs(streams in the group)`.
+    """
+
+    def __init__(self, client: reverb.Client, num_envs: int, num_streams: int, make_configs, sequence_length: int,
+                 send_priorities: bool, observation_spec=None, action_spec=None):
+        if send_priorities and sequence_length != 2:
+            raise ValueError("actor priorities are for 2-step items (n_step_update 1, no RNN)")
+        self._num_envs = num_envs
+        self._sequence_length = sequence_length
+        self._send_priorities = send_priorities
+        self._observation_spec = observation_spec
+        self._action_spec = action_spec
+        self._groups = [slice(start, min(start + STREAMS_PER_WRITER, num_streams))
+                        for start in range(0, num_streams, STREAMS_PER_WRITER)]
+        self._writers = [client.structured_writer(make_configs(group.stop - group.start)) for group in self._groups]
+        self._no_priorities = np.zeros(num_streams, dtype=np.float32)  # an opening slot's value, never written to
+        self._appended = 0
+        self.items_created = 0
+
+    def _check(self, action: np.ndarray, next_time_step) -> None:
+        """Refuses a batch that does not match the specs before anything is sent (the server checks nothing)."""
+        check_batch(next_time_step.observation, action, self._num_envs, self._observation_spec, self._action_spec)
+
+    def _priority_columns(self, priorities: np.ndarray | None, per_stream) -> list[np.ndarray]:
+        """The two priority slot columns of this step (none without actor priorities).
+
+        Slot k % 2 opens the items starting at this step (0); the other slot closes the item started one step
+        earlier with its priority (`item_configs`). `per_stream` maps one priority per env to one per stream.
+        """
+        if not self._send_priorities:
+            return []
+        if priorities is None or np.shape(priorities) != (self._num_envs,):
+            raise InvalidItem(f"send_priorities needs one priority per env ({self._num_envs}); got "
+                              f"{None if priorities is None else np.shape(priorities)}")
+        closing = per_stream(priorities)
+        return [self._no_priorities, closing] if self._appended % 2 == 0 else [closing, self._no_priorities]
+
+    def _write(self, columns: list) -> None:
+        """Appends one flat step per group: column-major (field by field, stream by stream).
+
+        Iterating an array yields its rows as numpy scalars/arrays of the right dtype without any per-value
+        conversion in Python.
+        """
+        self._appended += 1
+        for group, writer in zip(self._groups, self._writers, strict=True):
+            writer.append([value for column in columns for value in column[group]])
+
+    def wait_for_server(self, max_pending_per_stream: int, timeout_ms: int) -> bool:
+        """Backpressure: waits until the streams hold at most this many unconfirmed items each (on average).
+
+        The replay rate limiter holds inserts back while the learner is behind; without this wait the
+        writers would queue items in memory without bound. False if the deadline passed first.
+        """
+        return wait_for_writers(self._writers, [max_pending_per_stream * (group.stop - group.start)
+                                                for group in self._groups], timeout_ms)
+
+    def flush(self, timeout_ms: int) -> None:
+        """Waits until every created item is confirmed by the server (raises DeadlineExceededError)."""
+        for writer in self._writers:
+            writer.flush(timeout_ms=timeout_ms)
+
+    def close(self, timeout_ms: int = 5000) -> None:
+        """Flushes what it can within one overall deadline (`close_writers`), then lets go of the writers."""
+        close_writers(self._writers, timeout_ms)
+        self._writers = []

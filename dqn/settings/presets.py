@@ -41,7 +41,7 @@ BREAKOUT = {
     "export_interval": 50_000,
     "summary_interval": 500,
     # Evaluation follows Nature DQN (epsilon 0.05, <= 18,000 frames per episode: the evaluator's Atari auto
-    # settings), so one costs seconds, not minutes: 2,500 train steps (~2 min at ~20 SGD steps/s on 2 cores)
+    # settings), so one costs seconds, not minutes: 2,500 train steps (minutes on 2 cores)
     # shows a trained policy early in a run.
     "eval_interval": 2_500,
     "eval_episodes": 5,

@@ -10,13 +10,13 @@ from tf_agents.trajectories import time_step as ts
 
 from dqn.replay_layout.env_block_writer import BlockStreams
 from dqn.replay_layout.env_stream_writer import TrajectoryStreams
-from dqn.replay_layout.writing import ENVS_PER_WRITER
+from dqn.replay_layout.writing import STREAMS_PER_WRITER
 from tests.helpers import collect_steps, fill_replay, read_all_items
 
 pytestmark = pytest.mark.integration
 
 ENVS_PER_ITEM = 3
-NUM_ENVS = ENVS_PER_ITEM * (ENVS_PER_WRITER + 2)  # ten blocks: two writers, the second partial
+NUM_ENVS = ENVS_PER_ITEM * (STREAMS_PER_WRITER + 2)  # ten blocks: two writers, the second partial
 
 
 def collect(num_steps, seed):

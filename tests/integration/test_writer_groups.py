@@ -9,12 +9,12 @@ from tf_agents.trajectories import policy_step, trajectory
 
 from dqn.envs.vector_env import GymnasiumVectorEnvironment
 from dqn.replay_layout.env_stream_writer import TrajectoryStreams
-from dqn.replay_layout.writing import ENVS_PER_WRITER
+from dqn.replay_layout.writing import STREAMS_PER_WRITER
 from tests.helpers import read_all_items
 
 pytestmark = pytest.mark.integration
 
-NUM_ENVS = 2 * ENVS_PER_WRITER + 3  # three groups, the last one partial
+NUM_ENVS = 2 * STREAMS_PER_WRITER + 3  # three groups, the last one partial
 
 
 @pytest.mark.parametrize("sequence_length", [2, 4])
