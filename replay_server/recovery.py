@@ -31,7 +31,7 @@ def unreadable_files(checkpoint_path: str) -> list[str]:
     return bad
 
 
-def quarantine(checkpoint_path: str) -> str:
+def set_aside_checkpoint_dir(checkpoint_path: str) -> str:
     """Moves a checkpoint dir to `<checkpoint_dir>.quarantine/` (kept for inspection, never loaded)."""
     parent = os.path.dirname(checkpoint_path.rstrip("/"))
     target_dir = parent.rstrip("/") + ".quarantine"

@@ -24,7 +24,12 @@ from dqn.process.summaries import GraphScalars
 from dqn.remote.replay_client import server_info
 from dqn.replay_layout.items import REPLAY_TABLE, VARIABLES_TABLE
 from dqn.settings.config import ReplayServerConfig, role_dir
-from replay_server.recovery import complete_checkpoints, quarantine, remove_partial_checkpoints, unreadable_files
+from replay_server.recovery import (
+    complete_checkpoints,
+    remove_partial_checkpoints,
+    set_aside_checkpoint_dir,
+    unreadable_files,
+)
 from replay_server.tables import table_mismatches
 
 log = logging.getLogger("replay-server")
@@ -63,7 +68,7 @@ def start_reverb(config: ReplayServerConfig, builder: DqnBuilder) -> tuple[rever
                     "Recovery: restart with --on-corrupt-checkpoint quarantine (DQN_ON_CORRUPT_CHECKPOINT) to move "
                     "it aside and start from the previous complete checkpoint or empty, or restore it from a "
                     "backup.") from None
-            moved = quarantine(latest)
+            moved = set_aside_checkpoint_dir(latest)
             log.error("replay checkpoint %s cannot be loaded (%s; unreadable: %s); quarantined it to %s and "
                       "starting from the previous complete checkpoint, or empty", latest, error, ", ".join(bad), moved)
 

@@ -5,4 +5,5 @@
 - `spaces.py`: gymnasium spaces -> TF-Agents specs, and which spaces DQN accepts.
 - `vector_env.py`: `GymnasiumVectorEnvironment`, N envs as one batched PyEnvironment.
 - `faults.py`: sub-envs that raise are recreated instead of ending the process.
+- `single_env.py`: one env as a PyEnvironment, for TF-Agents' own single-env drivers and observers.
 """

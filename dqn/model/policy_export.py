@@ -31,7 +31,7 @@ def export_policy(saver: policy_saver.PolicySaver, directory: str, step: int) ->
     log.info("exported greedy policy of step %d to %s", step, directory)
 
 
-def replay_policy(policy_dir: str, env_id: str, episodes: int, seed: int) -> np.ndarray:
+def play_exported_policy(policy_dir: str, env_id: str, episodes: int, seed: int) -> np.ndarray:
     """Returns of one episode per env (env i seeded `seed + i`) of the exported SavedModel policy in `policy_dir`.
 
     The evaluator judges a policy on the same start states every time; this plays it on others, so a solve that
@@ -57,7 +57,7 @@ def replay_policy(policy_dir: str, env_id: str, episodes: int, seed: int) -> np.
 
 
 def policy_check(policy_dir: str, env_id: str, episodes: int, seed: int) -> dict:
-    """`replay_policy` summarised: episodes, seed, mean, median and minimum return."""
-    returns = replay_policy(policy_dir, env_id, episodes, seed)
+    """`play_exported_policy` summarised: episodes, seed, mean, median and minimum return."""
+    returns = play_exported_policy(policy_dir, env_id, episodes, seed)
     return {"episodes": episodes, "seed": seed, "mean_return": round(float(returns.mean()), 1),
             "median_return": float(np.median(returns)), "min_return": float(returns.min())}

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from dqn.model.policy_export import replay_policy
+from dqn.model.policy_export import play_exported_policy
 from evaluator.evaluate import confirmation_seed
 from tests.conftest import REPO
 
@@ -70,10 +70,11 @@ def test_local_defaults_solve_cartpole(tmp_path):
     # where the two actions' Q-values tie to float32 precision an action can flip and one episode end differently
     # (seen once: 463 instead of 500 in a 30-episode replay). Hence at most one episode's worth of difference in the
     # total, not bit-for-bit equality; other weights would differ on many episodes.
-    replayed = replay_policy(str(root / "evaluator" / "best_policy"), "CartPole-v1", episodes=10, seed=seed + 99_991)
+    replayed = play_exported_policy(str(root / "evaluator" / "best_policy"), "CartPole-v1", episodes=10,
+                                    seed=seed + 99_991)
     assert abs(replayed.sum() - 10 * meta["average_return"]) <= MAX_RETURN, (replayed, meta)
-    fresh = replay_policy(str(root / "evaluator" / "best_policy"), "CartPole-v1", episodes=30,
-                          seed=confirmation_seed(seed, meta["train_step"]))
+    fresh = play_exported_policy(str(root / "evaluator" / "best_policy"), "CartPole-v1", episodes=30,
+                                 seed=confirmation_seed(seed, meta["train_step"]))
     assert abs(fresh.sum() - 30 * meta["confirmed_return"]) <= MAX_RETURN, (fresh, meta)
     # `dqn-service policy-check` plays it on the same episodes through the CLI and reports the same figures.
     check = subprocess.run([sys.executable, "-m", "launcher", "policy-check", str(root / "evaluator" / "best_policy"),

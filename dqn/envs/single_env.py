@@ -1,6 +1,8 @@
-"""One gymnasium env as a TF-Agents PyEnvironment, for the benches' single-env baselines and the env tests.
+"""One gymnasium env as a TF-Agents PyEnvironment, for TF-Agents' own single-env drivers and observers.
 
-The service itself steps envs only in batches (`dqn.envs.GymnasiumVectorEnvironment`).
+The book's loop drives one env with `PyDriver` and writes through `ReverbAddTrajectoryObserver`; this adapter lets
+that loop run on a gymnasium env (bench/book_loop.py), and shows that items written by TF-Agents' observer train
+the service's agent. The service itself steps envs only in batches (`vector_env.GymnasiumVectorEnvironment`).
 """
 
 from __future__ import annotations
