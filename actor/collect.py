@@ -223,8 +223,8 @@ def run(config: ActorConfig) -> int:
                              call_timeout_s=config.rpc_timeout_s)
     actor = Actor(config, client, stop)
     health.set(True)
-    log.info("actor %d: %d envs of %s, writing to %s; policy runs in %s%s", config.actor_id, config.num_envs,
-             config.env_id, config.replay_address, actor.policy.runs_in,
+    log.info("actor %d: %d envs of %s, writing to %s; policy in %s%s", config.actor_id, config.num_envs,
+             config.env_id, config.replay_address, "numpy" if actor.policy.runs_in == "numpy" else "a graph call",
              "; initial priorities: own TD errors" if actor.initial_priorities else "")
     actor.run()
     log.info("stopping after %d env steps (%s)", actor.env_steps, stop.signal_name or "max_env_steps reached")

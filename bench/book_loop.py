@@ -75,7 +75,7 @@ def run_book_loop(seed: int, budget_s: float, eval_interval: int = 100, target: 
             bundle.epsilon.assign(epsilon_at(config, step))
         if step % eval_interval == 0:
             episodes.load(policy_weights.read())
-            average, _ = episodes.run(seed + 99_991)
+            average = episodes.run(seed + 99_991)["average_return"]
             best = max(best, average)
             evals.append((step, round(float(average), 1)))
             if average >= target:

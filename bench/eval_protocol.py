@@ -40,12 +40,11 @@ def time_evaluation(seed: int, **overrides) -> dict:
     episodes = make_episodes(config, builder)
     episodes.load(weights)
     started, started_cpu = time.perf_counter(), time.process_time()
-    average_return, average_length = episodes.run(seed)
+    values = episodes.run(seed)  # {metric name: value}, as the evaluator records them
     seconds, cpu_seconds = time.perf_counter() - started, time.process_time() - started_cpu
     episodes.close()
     return {"overrides": overrides, "seconds": round(seconds, 1), "cpu_seconds": round(cpu_seconds, 1),
-            "average_return": average_return,
-            "average_episode_length": average_length, "episodes": config.eval_episodes}
+            **values, "episodes": config.eval_episodes}
 
 
 def main() -> None:

@@ -215,7 +215,7 @@ def run_seed(seed: int, args: argparse.Namespace) -> dict:
                 max_mean_q = max(max_mean_q, float(np.mean(learner.agent._q_network(time_step.observation)[0])))
             eval_seed = seed + 99_991 + (train_step if args.fresh_eval_seeds else 0)  # the evaluator's seed rule
             episodes.load(learner_weights.read())
-            average_return, _ = episodes.run(eval_seed)
+            average_return = episodes.run(eval_seed)["average_return"]
             evals.append((train_step, round(average_return)))
             if resets.observe(train_step, average_return):
                 reset_q_network(train_step)
@@ -223,7 +223,7 @@ def run_seed(seed: int, args: argparse.Namespace) -> dict:
             if average_return >= args.solved_return and confirmation is not None:
                 # The evaluator's re-check: the run counts as solved only if 30 fresh episodes agree.
                 confirmation.load(learner_weights.read())
-                confirmed, _ = confirmation.run(confirmation_seed(seed, train_step))
+                confirmed = confirmation.run(confirmation_seed(seed, train_step))["average_return"]
                 rechecks.append((train_step, round(confirmed)))
                 if confirmed < args.solved_return:
                     continue

@@ -3,11 +3,11 @@
 DQN's greedy return oscillates from one evaluation to the next, so the learner's final checkpoint is often not
 the policy that solved. Policies are ranked by their score: the average return on fresh confirmation episodes
 when the evaluator re-checks candidates (`eval_confirm_episodes`), else the evaluation's own average. The highest
-of many noisy 10-episode averages overrates its policy; episodes that took no part in choosing it do not.
-On every new best score the weights go to `best_weights.npz` (one ~0.3 MB write; it survives restarts), and when
+of many noisy evaluation averages overrates its policy; episodes that took no part in choosing it do not.
+On every new best score the weights go to `best_weights.npz` (one small write; it survives restarts), and when
 the evaluator stops, that policy is exported as a SavedModel to `best_policy/` with `best_policy.json` (train
 step, average and confirmed return) beside it. The export runs once, at stop, because tracing a PolicySaver costs
-~1-2 s of CPU that would otherwise compete with training.
+CPU that would otherwise compete with training.
 """
 
 from __future__ import annotations

@@ -1,20 +1,21 @@
 """Evaluation episodes, one per env, without a Python-to-TF call per env step.
 
-An episode that an env fault cut short (dqn/env_faults.py: the env raised and was recreated) is left out of
-the averages, and `cut_short` says how many were; if all were, the averages are NaN.
-
 The policy is greedy, or epsilon-greedy with the evaluator's `eval_epsilon` (Atari's protocol: see
-evaluator/evaluate.py).
+evaluator/evaluate.py). A run plays one episode per env, feeds the evaluation metrics (evaluator/metrics.py) and
+returns their values. An episode that an env fault cut short (dqn/envs/faults.py: the env raised and was
+recreated) is left out of every metric, and `cut_short` says how many were.
 
-Why: a policy call per env step from Python would hand tensors to Python, which keep memory for good
-(see docs/design.md, "Python<->TF boundary and memory"). Two loops avoid it:
-- `HostGreedyEpisodes` (plain MLP Q-networks): the greedy policy runs in numpy (dqn/numpy_policy.py, the actors'
-  mirror), so no tensor exists at all. It costs a fraction of the graph loop's CPU per env step, CPU that the
-  learner shares on a small machine.
-- `GreedyEpisodes` (any other network): the envs are stepped through TF-Agents' `TFPyEnvironment` (a
+Why no call per step: a policy call per env step from Python would hand tensors to Python, and those keep their
+memory for good (see docs/design.md, "Python<->TF boundary and memory"). Two loops avoid it:
+- `NumpyPolicyEpisodes` (plain MLP Q-networks): the policy runs in numpy (dqn/model/numpy_policy.py, the actors'
+  mirror), so no tensor exists at all. It needs less CPU per env step than the graph loop, and that CPU is shared
+  with the learner on a small machine. Metrics are fed at every step (`on_step`) and per episode
+  (`on_episodes`).
+- `GraphPolicyEpisodes` (any other network): the envs are stepped through TF-Agents' `TFPyEnvironment` (a
   `tf.numpy_function` per step, which passes numpy arrays, not Python tensors) and the loop state lives in
   variables, so nothing crosses into Python per step. The loop runs `chunk_steps` steps per call, so a stop
-  request is still seen within one chunk.
+  request is still seen within one chunk. Metrics are fed per episode only (`on_episodes`), from the per-env
+  totals that are read once all the episodes have ended.
 """
 
 from __future__ import annotations
@@ -28,59 +29,85 @@ from tf_agents.trajectories import time_step as ts
 from dqn.envs.vector_env import GymnasiumVectorEnvironment
 from dqn.model.flat_weights import FlatWeights
 from dqn.model.numpy_policy import HostEpsilonGreedy, HostQNetwork
+from evaluator.metrics import EpisodeTotals, EvalMetric, make_metrics
 
 
 def cut_short_by_faults(lengths: np.ndarray, first_step_fault: np.ndarray) -> np.ndarray:
-    """Which envs' first episode an env fault ended: a faulted step ends its episode, so its step is the length.
+    """Which envs' first episode an env fault ended. A faulted step ends its episode, so the fault's step is the length.
 
     A first fault after the episode had ended leaves it whole; -1 (no fault) never equals a length.
     """
     return first_step_fault == lengths
 
 
-def averages_of_whole_episodes(returns: np.ndarray, lengths: np.ndarray, cut_short: np.ndarray
-                               ) -> tuple[float, float]:
-    """(average return, average length) over the episodes no env fault cut short; NaN if none is left."""
-    kept = ~cut_short
-    if not kept.any():
-        return float("nan"), float("nan")
-    return float(returns[kept].mean()), float(lengths[kept].mean())
-
-
-def greedy_episodes(policy, action_spec, env: GymnasiumVectorEnvironment,
-                    epsilon: float = 0.0) -> GreedyEpisodes | HostGreedyEpisodes:
+def make_episode_runner(policy, action_spec, env: GymnasiumVectorEnvironment, epsilon: float = 0.0,
+                        metrics: list[EvalMetric] | None = None) -> PolicyEpisodes:
     """The numpy loop for a numpy Q-network, else the in-graph loop of a TF-Agents `policy`.
 
-    `policy` is `DqnBuilder.make_evaluation_policy()`; `epsilon` > 0 takes a uniformly random action with that
-    probability at each step (0 = greedy).
+    `policy` is `DqnBuilder.make_evaluation_policy()`. With `epsilon` > 0, each step takes a uniformly random
+    action with that probability (0 = greedy). `metrics` defaults to every registered one (`EVAL_METRICS`).
     """
     if isinstance(policy, HostQNetwork):
-        return HostGreedyEpisodes(policy, action_spec, env, epsilon=epsilon)
-    return GreedyEpisodes(policy, env, epsilon=epsilon)
+        return NumpyPolicyEpisodes(policy, action_spec, env, epsilon=epsilon, metrics=metrics)
+    return GraphPolicyEpisodes(policy, env, epsilon=epsilon, metrics=metrics)
 
 
-class HostGreedyEpisodes:
+class PolicyEpisodes:
+    """What both loops share: the envs, the metrics, and turning each env's totals into metric values.
+
+    `load(variables)` sets the weights. `run(seed, stop_requested)` plays one episode per env, reset with `seed`,
+    and returns {metric name: value}. After a run, `cut_short` and `whole_episodes` count its episodes.
+    """
+
+    def __init__(self, env: GymnasiumVectorEnvironment, metrics: list[EvalMetric] | None):
+        self._env = env
+        self.metrics = make_metrics() if metrics is None else list(metrics)
+        self.cut_short = 0  # episodes of the last run left out: an env fault ended them
+        self.whole_episodes = 0  # episodes of the last run that the metrics counted
+
+    def _start(self, seed: int) -> None:
+        """Reseeds the envs and resets the metrics for a new run."""
+        self._env.reseed(seed)
+        for metric in self.metrics:
+            metric.reset(self._env.batch_size)
+
+    def _finish(self, returns: np.ndarray, lengths: np.ndarray) -> dict[str, float]:
+        """Feeds each env's totals to the metrics, leaving out episodes that a fault cut short, and reads them."""
+        cut_short = cut_short_by_faults(lengths, self._env.first_step_fault)
+        episodes = EpisodeTotals(returns, lengths, ~cut_short)
+        self.cut_short, self.whole_episodes = int(cut_short.sum()), episodes.count
+        for metric in self.metrics:
+            metric.on_episodes(episodes)
+        return {metric.name: metric.result() for metric in self.metrics}
+
+    def close(self) -> None:
+        """Closes the envs."""
+        self._env.close()
+
+
+class NumpyPolicyEpisodes(PolicyEpisodes):
     """One episode per env of the numpy policy; `load` sets the weights (the policy's variable order)."""
 
-    def __init__(self, network: HostQNetwork, action_spec, env: GymnasiumVectorEnvironment, epsilon: float = 0.0):
+    def __init__(self, network: HostQNetwork, action_spec, env: GymnasiumVectorEnvironment, epsilon: float = 0.0,
+                 metrics: list[EvalMetric] | None = None):
+        super().__init__(env, metrics)
         self._network = network
         self._action_spec = action_spec
-        self._env = env
         self._epsilon = epsilon
-        self.cut_short = 0  # episodes of the last run left out: an env fault ended them
+        self._step_metrics = [metric for metric in self.metrics if metric.needs_steps()]
 
     def load(self, variables: list[np.ndarray]) -> None:
         """Evaluate these weights from now on."""
         self._network.set_weights(variables)
 
-    def run(self, seed: int, stop_requested=lambda: False) -> tuple[float, float]:
-        """(average return, average length) over one episode per env, the envs reset with `seed`.
+    def run(self, seed: int, stop_requested=lambda: False) -> dict[str, float]:
+        """The metrics' values over one episode per env, the envs reset with `seed`.
 
-        Episodes cut short by an env fault are left out. Stops early (returning the partial averages) once
-        `stop_requested()` is true between steps.
+        Stops early (the values then cover the partial episodes) once `stop_requested()` is true between steps.
         """
-        self._env.reseed(seed)
-        # Random actions drawn from `seed` too, so every evaluation plays the same episodes for the same weights.
+        self._start(seed)
+        # The random actions are drawn from `seed` too, so every evaluation plays the same episodes for the same
+        # weights.
         policy = HostEpsilonGreedy(self._network, self._action_spec, seed=seed)
         time_step = self._env.reset()
         returns = np.zeros(self._env.batch_size)
@@ -88,30 +115,33 @@ class HostGreedyEpisodes:
         running = np.ones(self._env.batch_size, dtype=bool)
         while running.any() and not stop_requested():
             time_step = self._env.step(policy.actions(time_step.observation, epsilon=self._epsilon))
+            for metric in self._step_metrics:
+                metric.on_step(time_step.reward, time_step.step_type, running)
             # Finished envs keep stepping (the vector env restarts them); only running episodes count.
             returns += np.where(running, time_step.reward, 0.0)
             lengths += running
             running &= time_step.step_type != ts.StepType.LAST
-        cut_short = cut_short_by_faults(lengths, self._env.first_step_fault)
-        self.cut_short = int(cut_short.sum())
-        return averages_of_whole_episodes(returns, lengths, cut_short)
-
-    def close(self) -> None:
-        """Closes the envs."""
-        self._env.close()
+        return self._finish(returns, lengths)
 
 
-class GreedyEpisodes:
-    """One episode per env of `policy` (greedy, or epsilon-greedy), run `chunk_steps` env steps per graph call."""
+class GraphPolicyEpisodes(PolicyEpisodes):
+    """One episode per env of a TF-Agents policy (greedy, or epsilon-greedy), `chunk_steps` env steps per graph call.
 
-    def __init__(self, policy, env: GymnasiumVectorEnvironment, chunk_steps: int = 100, epsilon: float = 0.0):
+    Only per-episode metrics (`on_episodes`) can be fed. A metric that needs every step is refused.
+    """
+
+    def __init__(self, policy, env: GymnasiumVectorEnvironment, chunk_steps: int = 100, epsilon: float = 0.0,
+                 metrics: list[EvalMetric] | None = None):
+        super().__init__(env, metrics)
+        per_step = [metric.name for metric in self.metrics if metric.needs_steps()]
+        if per_step:
+            raise ValueError(f"evaluation metrics {per_step} need every env step, which the in-graph loop keeps "
+                             "inside TF: compute them in on_episodes from the per-env totals")
         self._weights = FlatWeights(list(policy.variables()))
         # TF-Agents' wrapper draws its random actions from TF's random ops (not reseeded per evaluation).
         self._policy = epsilon_greedy_policy.EpsilonGreedyPolicy(policy, epsilon) if epsilon > 0 else policy
-        self._py_env = env
         self._tf_env = tf_py_environment.TFPyEnvironment(env)
         self._chunk_steps = chunk_steps
-        self.cut_short = 0  # episodes of the last run left out: an env fault ended them
         num_envs = env.batch_size
 
         def variable(initial):
@@ -124,7 +154,7 @@ class GreedyEpisodes:
         self._returns = variable(tf.zeros([num_envs], tf.float32))
         self._lengths = variable(tf.zeros([num_envs], tf.float32))
         self._running = variable(tf.zeros([num_envs], tf.bool))
-        self._start_graph = tf.function(self._start, autograph=False)
+        self._start_graph = tf.function(self._start_episodes, autograph=False)
         self._advance_graph = tf.function(self._advance, autograph=False)
         self._totals_graph = tf.function(lambda: tf.stack([self._returns, self._lengths]), autograph=False)
 
@@ -132,22 +162,19 @@ class GreedyEpisodes:
         """Evaluate these weights from now on (assigned to the policy's variables in one graph call)."""
         self._weights.assign(variables)
 
-    def run(self, seed: int, stop_requested=lambda: False) -> tuple[float, float]:
-        """(average return, average length) over one episode per env, the envs reset with `seed`.
+    def run(self, seed: int, stop_requested=lambda: False) -> dict[str, float]:
+        """The metrics' values over one episode per env, the envs reset with `seed`.
 
-        Episodes cut short by an env fault are left out. Stops early (returning the partial averages) once
-        `stop_requested()` is true between chunks.
+        Stops early (the values then cover the partial episodes) once `stop_requested()` is true between chunks.
         """
-        self._py_env.reseed(seed)
+        self._start(seed)
         self._start_graph()
         while not stop_requested() and bool(self._advance_graph()):
             pass
         returns, lengths = self._totals_graph().numpy()
-        cut_short = cut_short_by_faults(lengths, self._py_env.first_step_fault)
-        self.cut_short = int(cut_short.sum())
-        return averages_of_whole_episodes(returns, lengths, cut_short)
+        return self._finish(returns, lengths)
 
-    def _start(self) -> None:
+    def _start_episodes(self) -> None:
         time_step = self._tf_env.reset()
         tf.nest.map_structure(lambda var, value: var.assign(value), self._time_step, time_step)
         tf.nest.map_structure(lambda var, value: var.assign(value), self._policy_state, self._initial_state)
@@ -181,7 +208,3 @@ class GreedyEpisodes:
         self._lengths.assign(lengths)
         self._running.assign(running)
         return tf.reduce_any(running)
-
-    def close(self) -> None:
-        """Closes the envs."""
-        self._py_env.close()

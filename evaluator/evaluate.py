@@ -1,26 +1,27 @@
-"""The evaluator process: greedy-policy episodes whenever the published train step advances.
+"""The evaluator process: policy episodes whenever the published train step advances.
 
-`eval_episodes` envs run side by side, one episode each, with the greedy policy in numpy for a plain MLP or
-stepped inside the graph otherwise (evaluator/episodes.py; the episodes are independent, so this equals running
-them one after another, only faster). Every
-evaluation starts the same episodes (the same env seeds), so returns compare across train steps.
+`eval_episodes` envs run side by side, one episode each, with the policy in numpy for a plain MLP or stepped
+inside the graph otherwise (evaluator/episodes.py). The episodes are independent, so this equals running them one
+after another, only faster. Every evaluation starts the same episodes (the same env seeds), so returns compare
+across train steps. Each evaluation's metrics (evaluator/metrics.py: average return, average episode length and
+any metric registered there) go to TensorBoard under `eval/` and into `evals.jsonl`.
 
 An evaluation whose average beats the kept best's score and reaches the target return (`target_return`, else the
 env's reward_threshold; any new best when there is neither) is re-checked on `eval_confirm_episodes` fresh
 episodes (new seeds each time) before its policy is kept (evaluator/best.py); `dqn-service local` counts a run as
-solved only when both averages reach the target. The best of many noisy 10-episode averages overrates its policy,
-and the policy a run hands out must hold on episodes that played no part in choosing it. Only candidates at the
-target are re-checked because a re-check holds up the next evaluations: re-checking every improvement of an
-improving policy left gaps of hundreds of train steps in which short-lived solving policies went unseen.
-Episodes that an env fault cut short are left out of both averages (a partial return says nothing about the
+solved only when both averages reach the target. The best of many noisy evaluation averages overrates its
+policy, and the policy a run hands out must hold on episodes that played no part in choosing it. Only candidates
+at the target are re-checked because a re-check holds up the next evaluations: re-checking every improvement of
+a still-improving policy would leave gaps in which a short-lived solving policy goes unseen.
+Episodes that an env fault cut short are left out of every metric (a partial return says nothing about the
 policy), and a policy with no whole episode is not scored.
 
-A run that came near its target and then fell back is reset (dqn/resets.py): the evaluator asks, through the
+A run that came near its target and then fell back is reset (evaluator/reset_rule.py): the evaluator asks, through the
 `learner_requests` table, and the learner starts a fresh Q-network (`fallback_reset_patience`).
 
 Atari ids follow Nature DQN's evaluation protocol (Mnih et al. 2015, Methods): epsilon 0.05 and at most 5 minutes
-of play (18,000 frames). A greedy policy that never presses FIRE in Breakout would otherwise wait out the
-episode cap, and the first evaluations of a run would take minutes each.
+of play (18,000 frames). Otherwise, a greedy policy that never presses FIRE in Breakout would wait out the episode
+cap in every episode of every early evaluation.
 """
 
 from __future__ import annotations
@@ -28,9 +29,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import math
 import os
 import time
+from collections.abc import Callable
 
 import numpy as np
 import tensorflow as tf
@@ -45,9 +46,11 @@ from dqn.process.summaries import GraphScalars
 from dqn.remote.replay_client import wait_for_server
 from dqn.remote.reset_requests import ResetRequestSender
 from dqn.remote.weights_puller import WeightsPuller
+from dqn.remote.weights_wire import PublishedWeights
 from dqn.settings.config import EvaluatorConfig, role_dir
 from evaluator.best import BestPolicy
-from evaluator.episodes import GreedyEpisodes, HostGreedyEpisodes, greedy_episodes
+from evaluator.episodes import NumpyPolicyEpisodes, PolicyEpisodes, make_episode_runner
+from evaluator.metrics import AverageReturn
 from evaluator.reset_rule import FallbackResetRule
 
 log = logging.getLogger("evaluator")
@@ -56,6 +59,8 @@ log = logging.getLogger("evaluator")
 #: Nature DQN's evaluation of Atari agents: epsilon 0.05, episodes of at most 5 minutes at 60 frames/s.
 ATARI_EVAL_EPSILON = 0.05
 ATARI_EVAL_FRAMES = 18_000
+#: Seconds between "waiting for first weights" log lines.
+WAIT_LOG_INTERVAL_S = 15
 
 
 def evaluation_protocol(config: EvaluatorConfig) -> tuple[float, EnvOptions]:
@@ -73,18 +78,17 @@ def evaluation_protocol(config: EvaluatorConfig) -> tuple[float, EnvOptions]:
     return epsilon, options
 
 
-def make_episodes(config: EvaluatorConfig, builder: DqnBuilder, num_episodes: int | None = None
-                  ) -> GreedyEpisodes | HostGreedyEpisodes:
+def make_episodes(config: EvaluatorConfig, builder: DqnBuilder, num_episodes: int | None = None) -> PolicyEpisodes:
     """`num_episodes` (default eval_episodes) envs and a policy loop, built once and reused by every evaluation.
 
-    Give it weights with `load(variables)` before `run`.
+    Give it weights with `load(variables)` before `run`, which returns the registered metrics' values.
     """
     epsilon, options = evaluation_protocol(config)
     env = builder.make_envs(num_episodes or config.eval_episodes, options=options)
     cap = f"{options.max_episode_steps} agent steps" if options.max_episode_steps else "the env's own limit"
     if num_episodes is None:
         log.info("evaluation episodes: epsilon %g, at most %s", epsilon, cap)
-    return greedy_episodes(builder.make_evaluation_policy(), builder.agent.action_spec, env, epsilon=epsilon)
+    return make_episode_runner(builder.make_evaluation_policy(), builder.agent.action_spec, env, epsilon=epsilon)
 
 
 def confirmation_seed(seed: int, train_step: int) -> int:
@@ -92,100 +96,186 @@ def confirmation_seed(seed: int, train_step: int) -> int:
     return int(np.random.SeedSequence([seed, train_step, 7]).generate_state(1)[0])
 
 
+@dataclasses.dataclass
+class Evaluation:
+    """One scored evaluation: its weights, its metrics' values and the evals.jsonl record being filled in."""
+
+    weights: PublishedWeights
+    values: dict[str, float]
+    record: dict
+    started: float  # time.monotonic() when its episodes started
+    confirmed_return: float | None = None  # the re-check's average return, where there was a re-check
+
+    @property
+    def train_step(self) -> int:
+        """The train step the weights were published at."""
+        return self.weights.train_step
+
+    @property
+    def average_return(self) -> float:
+        """The score of the evaluation's own episodes."""
+        return self.values[AverageReturn.name]
+
+
+class Evaluator:
+    """Scores published weights, keeps the best policy, asks for resets and records each evaluation.
+
+    Each method is one step of the loop in `run`. `connect` builds one for the evaluator role.
+    """
+
+    def __init__(self, config: EvaluatorConfig, target: float | None, episodes: PolicyEpisodes,
+                 confirmation: PolicyEpisodes | None, best: BestPolicy, reset_requests: ResetRequestSender,
+                 puller: WeightsPuller, summary_dir: str, stop_requested: Callable[[], bool]):
+        self._config, self._target = config, target
+        self.episodes, self.confirmation, self.best = episodes, confirmation, best
+        self._reset_rule = FallbackResetRule(config.fallback_reset_patience, target)
+        self._reset_requests, self._puller, self._stop_requested = reset_requests, puller, stop_requested
+        os.makedirs(summary_dir, exist_ok=True)
+        self._writer = tf.summary.create_file_writer(summary_dir)
+        self._scalars = GraphScalars(self._writer)
+        self._results_path = os.path.join(summary_dir, "evals.jsonl")
+        self._last_evaluated: int | None = None
+        self._announced_wait = 0.0
+
+    @classmethod
+    def connect(cls, config: EvaluatorConfig, stop_requested: Callable[[], bool]) -> Evaluator:
+        """Waits for the replay server, then builds the episodes, the weights puller and the best policy."""
+        builder = DqnBuilder(config)
+        client = wait_for_server(config.replay_address, wait_s=config.connect_timeout_s,
+                                 call_timeout_s=config.rpc_timeout_s)
+        builder.check_server_tables(client, role="evaluator")
+        episodes = make_episodes(config, builder)
+        confirmation = make_episodes(config, builder, config.eval_confirm_episodes) \
+            if config.eval_confirm_episodes else None
+        log.info("greedy episodes run %s", "in numpy (plain MLP)" if isinstance(episodes, NumpyPolicyEpisodes)
+                 else "inside the graph")
+        puller = WeightsPuller(config.replay_address, config.rpc_timeout_s)
+        summary_dir = config.path(role_dir("evaluator"))
+        os.makedirs(summary_dir, exist_ok=True)
+        bundle = builder.agent
+        best = BestPolicy(summary_dir, bundle.agent.policy, FlatWeights(bundle.policy_variables))
+        reset_requests = ResetRequestSender(client, config.replay_address, config.rpc_timeout_s)
+        return cls(config, config.resolved_target_return(builder.reward_threshold), episodes, confirmation, best,
+                   reset_requests, puller, summary_dir, stop_requested)
+
+    def new_weights(self) -> PublishedWeights | None:
+        """Weights at least eval_interval train steps past the last evaluated ones, else None.
+
+        First it retries delivering a reset request that is still pending.
+        """
+        self._reset_requests.flush()
+        self._puller.request()
+        weights = self._puller.latest()
+        if weights is None:
+            if self._last_evaluated is None and time.monotonic() - self._announced_wait > WAIT_LOG_INTERVAL_S:
+                log.info("waiting for first weights from the learner (%s)", self._puller.status)
+                self._announced_wait = time.monotonic()
+            return None
+        if self._last_evaluated is not None and weights.train_step < self._last_evaluated + self._config.eval_interval:
+            return None
+        return weights
+
+    def evaluate(self, weights: PublishedWeights) -> Evaluation | None:
+        """Plays the evaluation episodes. Returns None if a stop request cut them short or no episode was whole."""
+        self.episodes.load(weights.variables)
+        started = time.monotonic()
+        values = self.episodes.run(self._config.seed + 99_991, self._stop_requested)
+        if self._stop_requested():
+            return None
+        self._last_evaluated = weights.train_step
+        if not self.episodes.whole_episodes:  # no whole episode to score the policy on: wait for the next weights
+            log.warning("train step %d: every evaluation episode ended in an env fault; not scored",
+                        weights.train_step)
+            return None
+        record = {"train_step": weights.train_step, **values, "episodes": self.episodes.whole_episodes}
+        if self.episodes.cut_short:
+            record["cut_short_episodes"] = self.episodes.cut_short
+        return Evaluation(weights, values, record, started)
+
+    def recheck(self, evaluation: Evaluation) -> None:
+        """Re-checks a candidate at the target on fresh episodes and sets its confirmed return.
+
+        It does nothing without `eval_confirm_episodes`.
+        """
+        if self.confirmation is None:
+            return
+        evaluation.record.update(confirm_episodes=self._config.eval_confirm_episodes, confirmed_return=None)
+        candidate = self.best.is_candidate(evaluation.train_step, evaluation.average_return)
+        if not candidate or (self._target is not None and evaluation.average_return < self._target):
+            return
+        self.confirmation.load(evaluation.weights.variables)
+        values = self.confirmation.run(confirmation_seed(self._config.seed, evaluation.train_step),
+                                       self._stop_requested)
+        if self._stop_requested():
+            return
+        if self.confirmation.whole_episodes:  # else every re-check episode ended in an env fault: no re-check
+            evaluation.confirmed_return = evaluation.record["confirmed_return"] = values[AverageReturn.name]
+        if self.confirmation.cut_short:
+            evaluation.record["confirm_cut_short_episodes"] = self.confirmation.cut_short
+
+    def offer_best(self, evaluation: Evaluation) -> None:
+        """Offers the weights to the kept best policy (ranked by the confirmed return where there is one)."""
+        self.best.offer(evaluation.train_step, evaluation.average_return, evaluation.weights.variables,
+                        evaluation.confirmed_return)
+
+    def maybe_request_reset(self, evaluation: Evaluation) -> None:
+        """Asks the learner for a fresh Q-network if the run is stuck partway to its target (FallbackResetRule)."""
+        if not self._reset_rule.observe(evaluation.train_step, evaluation.average_return,
+                                        solved=self.best.reaches(self._target)):
+            return
+        log.info("train step %d: stuck partway to the target %.1f (every recent greedy average between %.1f "
+                 "and %.1f, fallen back from this attempt's best or without a new best); asking the learner to "
+                 "reset", evaluation.train_step, self._target, *self._reset_rule.fired_band)
+        self._reset_requests.send(evaluation.train_step)
+        evaluation.record["reset_requested"] = True
+
+    def record(self, evaluation: Evaluation) -> None:
+        """Writes the evaluation to TensorBoard (`eval/<metric>`) and evals.jsonl, and prints its line."""
+        values = dict(evaluation.values)
+        if evaluation.confirmed_return is not None:
+            values["confirmed_return"] = evaluation.confirmed_return
+        self._scalars.write(evaluation.train_step, {f"eval/{name}": value for name, value in values.items()})
+        self._writer.flush()
+        evaluation.record.update(seconds=round(time.monotonic() - evaluation.started, 3), time=time.time())
+        with open(self._results_path, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(evaluation.record) + "\n")
+        shown = " ".join(f"{name}={value:.1f}" for name, value in values.items())
+        print(f"eval train_step={evaluation.train_step} {shown}", flush=True)
+
+    def close(self) -> None:
+        """Stops pulling weights, exports the best policy and closes the envs."""
+        self._puller.close()
+        self.best.export()
+        if self.best.train_step is not None:
+            log.info("best policy: train step %d, score %.1f, in %s", self.best.train_step, self.best.score,
+                     self.best.export_dir)
+        self.episodes.close()
+        if self.confirmation is not None:
+            self.confirmation.close()
+
+
 def run(config: EvaluatorConfig) -> int:
     """Evaluates each newly published policy that is >= eval_interval steps past the last one."""
     use_one_core()
     stop = StopSignal()
     health = start_health(config.health_port, "evaluator")
-    builder = DqnBuilder(config)
-    bundle = builder.agent
-    client = wait_for_server(config.replay_address, wait_s=config.connect_timeout_s,
-                             call_timeout_s=config.rpc_timeout_s)
-    builder.check_server_tables(client, role="evaluator")
-    episodes = make_episodes(config, builder)
-    target = config.resolved_target_return(builder.reward_threshold)
-    confirmation = make_episodes(config, builder, config.eval_confirm_episodes) if config.eval_confirm_episodes \
-        else None
-    log.info("greedy episodes run %s", "in numpy (plain MLP)" if isinstance(episodes, HostGreedyEpisodes)
-             else "inside the graph")
-    puller = WeightsPuller(config.replay_address, config.rpc_timeout_s)
-    policy_weights = FlatWeights(bundle.policy_variables)
-    summary_dir = config.path(role_dir("evaluator"))
-    os.makedirs(summary_dir, exist_ok=True)
-    writer = tf.summary.create_file_writer(summary_dir)
-    scalars = GraphScalars(writer)
-    results_path = os.path.join(summary_dir, "evals.jsonl")
-    best = BestPolicy(summary_dir, bundle.agent.policy, policy_weights)
-    reset_rule = FallbackResetRule(config.fallback_reset_patience, target)
-    reset_requests = ResetRequestSender(client, config.replay_address, config.rpc_timeout_s)
+    evaluator = Evaluator.connect(config, lambda: stop.requested)
     health.set(True)
-    last_evaluated = None
-    announced_wait = 0.0
     while not stop.wait(config.poll_interval_s):
-        reset_requests.flush()
-        puller.request()
-        weights = puller.latest()
+        weights = evaluator.new_weights()
         if weights is None:
-            if last_evaluated is None and time.monotonic() - announced_wait > 15:
-                log.info("waiting for first weights from the learner (%s)", puller.status)
-                announced_wait = time.monotonic()
             continue
-        if last_evaluated is not None and weights.train_step < last_evaluated + config.eval_interval:
+        evaluation = evaluator.evaluate(weights)
+        if evaluation is None:  # stopped (the next wait ends the loop), or no whole episode to score
             continue
-        episodes.load(weights.variables)
-        started = time.monotonic()
-        average_return, average_length = episodes.run(config.seed + 99_991, lambda: stop.requested)
+        evaluator.recheck(evaluation)
         if stop.requested:
             break
-        if math.isnan(average_return):  # no whole episode to score the policy on: wait for the next one
-            log.warning("train step %d: every evaluation episode ended in an env fault; not scored",
-                        weights.train_step)
-            last_evaluated = weights.train_step
-            continue
-        scalars_now = {"eval/average_return": average_return, "eval/average_episode_length": average_length}
-        record = {"train_step": weights.train_step, "average_return": average_return,
-                  "average_episode_length": average_length, "episodes": config.eval_episodes - episodes.cut_short}
-        if episodes.cut_short:
-            record["cut_short_episodes"] = episodes.cut_short
-        confirmed_return = None
-        if confirmation is not None:
-            record.update(confirm_episodes=config.eval_confirm_episodes, confirmed_return=None)
-            if best.is_candidate(weights.train_step, average_return) and (target is None or average_return >= target):
-                confirmation.load(weights.variables)
-                confirmed_return, _ = confirmation.run(confirmation_seed(config.seed, weights.train_step),
-                                                       lambda: stop.requested)
-                if stop.requested:
-                    break
-                if math.isnan(confirmed_return):  # every re-check episode ended in an env fault: no re-check
-                    confirmed_return = None
-                else:
-                    record["confirmed_return"] = scalars_now["eval/confirmed_return"] = confirmed_return
-                if confirmation.cut_short:
-                    record["confirm_cut_short_episodes"] = confirmation.cut_short
-        last_evaluated = weights.train_step
-        best.offer(weights.train_step, average_return, weights.variables, confirmed_return)
-        if reset_rule.observe(weights.train_step, average_return, solved=best.reaches(target)):
-            log.info("train step %d: stuck partway to the target %.1f (every recent greedy average between %.1f "
-                     "and %.1f, fallen back from this attempt's best or without a new best); asking the learner to "
-                     "reset", weights.train_step, target, *reset_rule.fired_band)
-            reset_requests.send(weights.train_step)
-            record["reset_requested"] = True
-        scalars.write(weights.train_step, scalars_now)
-        writer.flush()
-        record.update(seconds=round(time.monotonic() - started, 3), time=time.time())
-        with open(results_path, "a", encoding="utf-8") as handle:
-            handle.write(json.dumps(record) + "\n")
-        confirmed = "" if confirmed_return is None else f" confirmed_return={confirmed_return:.1f}"
-        print(f"eval train_step={weights.train_step} average_return={average_return:.1f} "
-              f"average_episode_length={average_length:.1f}{confirmed}", flush=True)
+        evaluator.offer_best(evaluation)
+        evaluator.maybe_request_reset(evaluation)
+        evaluator.record(evaluation)
     log.info("stopping (%s)", stop.signal_name)
     health.set(False)
-    puller.close()
-    best.export()
-    if best.train_step is not None:
-        log.info("best policy: train step %d, score %.1f, in %s", best.train_step, best.score, best.export_dir)
-    episodes.close()
-    if confirmation is not None:
-        confirmation.close()
+    evaluator.close()
     health.stop()
     return 0

@@ -1,12 +1,11 @@
 """When a run stuck partway to its target should start learning afresh.
 
-DQN's greedy policy on CartPole-v1 often rises, falls back and then stays at about a fifth of the target (the
-cart drifts off the track after ~100 steps) for 10,000+ train steps; the same seed's network, trained on, rarely
-leaves that level within minutes, while a fresh Q-network with a restarted epsilon schedule, trained on the replay
-the run already holds, usually solves within about as many train steps as a fresh run takes (docs/performance.md,
-"Learning model"). The rule is written in evaluation terms only, so it holds for any env with a target return. A
-run is stuck when, for `patience` train steps and at least `MIN_EVALUATIONS` evaluations in a row, every greedy
-average stayed in the band
+DQN's greedy policy often rises, falls back and then stays on a plateau far below the target for a long time;
+the same network, trained on, rarely leaves that plateau soon, while a fresh Q-network with a restarted epsilon
+schedule, trained on the replay the run already holds, usually solves about as fast as a fresh run does
+(docs/performance.md, "Learning model", has the measurements). The rule is written in evaluation terms only, so
+it holds for any env with a target return. A run is stuck when, for `patience` train steps and at least
+`MIN_EVALUATIONS` evaluations in a row, every greedy average stayed in the band
 
 - above `FLOOR_FRACTION` of the way from the run's lowest evaluation (about random play) to the target: an
   evaluation at the random level is what a still-learning policy of a hard-exploration env (Acrobot-v1,
@@ -15,17 +14,17 @@ average stayed in the band
   policy has fallen back from what it once played, and is not close to solving.
 
 An evaluation outside the band ends the streak. A run is also stuck when it **stalled** low: its attempt never
-came far (a CartPole-v1 run that peaked at 166 and then played ~95 for 14,000 train steps is not below halfway to
-its best), and for `STALL_FACTOR` times the patience, and for at least as long as the attempt took to reach its best,
-every evaluation lay above the floor and below halfway to the target without beating that best, and the later half
-of those evaluations did not score better (by their median) than the earlier half. Scaling with the time to the
-best, and the trend, leave slow learners alone: a run that needed 20,000 train steps for its best gets 20,000 more,
-and a LunarLander-v3 run whose best was one lucky early evaluation (-59, then -170 rising to -95) is still rising.
+came far (so its plateau need not lie below halfway to its best), and for `STALL_FACTOR` times the patience, and
+for at least as long as the attempt took to reach its best, every evaluation lay above the floor and below halfway
+to the target without beating that best, and the later half of those evaluations did not score better (by their
+median) than the earlier half. Scaling with the time to the best, and the trend, leave slow learners alone: a run
+that needed many train steps for its best gets as many more, and a run whose best was one lucky early
+evaluation, but whose later evaluations keep rising, is left to rise.
 
 The lowest evaluation rather than the first is the reference because an untrained network's greedy policy can be
-lucky (a CartPole-v1 run's first evaluation scored 132, and its plateau near 90 then lay below a floor measured
-from there). Never once the target is met; never without a target. After a reset the next attempt has its own
-best and must be stuck again, for the full patience, before it is reset again.
+lucky, and a floor measured from a lucky first evaluation can lie above the plateau the run later gets stuck on.
+Never once the target is met; never without a target. After a reset the next attempt has its own best and must be
+stuck again, for the full patience, before it is reset again.
 """
 
 from __future__ import annotations
@@ -35,7 +34,7 @@ import statistics
 
 #: Evaluations at or below this fraction of the way from the lowest evaluation to the target end a streak.
 FLOOR_FRACTION = 0.1
-#: A streak needs at least this many evaluations (10 episodes each) however long it lasts in train steps.
+#: A streak needs at least this many evaluations (each a noisy average) however long it lasts in train steps.
 MIN_EVALUATIONS = 5
 #: A stall (no new best, below halfway to the target) must last this many times the patience.
 STALL_FACTOR = 4

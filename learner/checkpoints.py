@@ -1,4 +1,4 @@
-"""Learner checkpoints that survive damaged files and failing writes, and a guard for the learner's other writes.
+"""Learner checkpoints that survive damaged files and failing writes.
 
 TF-Agents' `common.Checkpointer` restores the latest checkpoint as it is built; a truncated `ckpt-N.data` file
 (a full disk, a storage fault) then raises from TensorFlow's reader on every start, a crash loop under any
@@ -17,22 +17,15 @@ import logging
 import os
 import shutil
 import time
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import tensorflow as tf
 from tf_agents.utils import common
 
 from dqn.process.runtime import free_space
+from learner.write_guard import WRITE_ERRORS
 
 log = logging.getLogger("learner")
-
-#: Errors a write to a full or failing disk raises (TensorFlow's own, or Python's for plain files).
-WRITE_ERRORS = (tf.errors.OpError, OSError)
-#: A failing write of one kind is logged at most this often (each failure is still counted).
-LOG_INTERVAL_S = 60.0
-
-T = TypeVar("T")
 
 
 def _prefixes(directory: str) -> list[str]:
@@ -67,7 +60,7 @@ def unreadable(prefix: str) -> str | None:
     return None
 
 
-def quarantine(prefix: str) -> list[str]:
+def set_aside_checkpoint_files(prefix: str) -> list[str]:
     """Moves every file of the checkpoint at `prefix` into `<its dir>/quarantine/`; returns the new paths."""
     target_dir = os.path.join(os.path.dirname(prefix), "quarantine")
     os.makedirs(target_dir, exist_ok=True)
@@ -87,13 +80,12 @@ class LearnerCheckpoints:
     def __init__(self, directory: str, max_to_keep: int = 3, **objects: Any):
         self.directory = directory
         os.makedirs(directory, exist_ok=True)
-        self.restored = self._set_aside_unreadable()
+        self._set_aside_unreadable()
         self._checkpointer = common.Checkpointer(ckpt_dir=directory, max_to_keep=max_to_keep, **objects)
         self._checkpointer.initialize_or_restore()
-        self.failures = 0
 
-    def _set_aside_unreadable(self) -> str | None:
-        """Quarantines unreadable checkpoints, newest first, until one reads back; returns it (None: start fresh)."""
+    def _set_aside_unreadable(self) -> None:
+        """Moves unreadable checkpoints aside, newest first, until one reads back; the state file then names it."""
         prefixes = _prefixes(self.directory)
         good = list(prefixes)
         for prefix in reversed(prefixes):
@@ -101,11 +93,11 @@ class LearnerCheckpoints:
             if reason is None:
                 break
             good.remove(prefix)
-            moved = quarantine(prefix)
+            moved = set_aside_checkpoint_files(prefix)
             log.error("learner checkpoint %s cannot be read (%s); moved it aside to %s", prefix, reason,
                       ", ".join(moved) or "(no files)")
         if good == prefixes:
-            return good[-1] if good else None
+            return
         state_file = os.path.join(self.directory, "checkpoint")
         if good:
             tf_logger = tf.get_logger()
@@ -116,13 +108,12 @@ class LearnerCheckpoints:
             finally:
                 tf_logger.setLevel(level)
             log.warning("restoring the newest readable learner checkpoint instead: %s", good[-1])
-            return good[-1]
+            return
         if os.path.exists(state_file):
             os.remove(state_file)
         log.error("NO READABLE LEARNER CHECKPOINT in %s: starting from a fresh network at train step 0. The "
                   "unreadable ones are in %s; restore a backup there and restart to resume from it instead",
                   self.directory, os.path.join(self.directory, "quarantine"))
-        return None
 
     def save(self, step: tf.Variable) -> bool:
         """Writes a checkpoint at `step`; on a write error logs it, removes the partial files, returns False."""
@@ -131,7 +122,6 @@ class LearnerCheckpoints:
             self._checkpointer.save(global_step=step)
             return True
         except WRITE_ERRORS as error:
-            self.failures += 1
             self._remove_partial(number)
             log.error("learner checkpoint at train step %d failed (%s: %s; %s free in %s); the previous one is "
                       "kept, training goes on and the next checkpoint interval tries again", number,
@@ -150,31 +140,3 @@ class LearnerCheckpoints:
             except OSError:
                 pass
 
-
-class WriteGuard:
-    """Runs writes that may fail on a full or failing disk, without raising.
-
-    A failure is counted and logged (once per LOG_INTERVAL_S per kind) and the call returns None, so the caller
-    goes on and tries again at its next interval.
-    """
-
-    def __init__(self) -> None:
-        self.failures: dict[str, int] = {}
-        self._last_log: dict[str, float] = {}
-
-    def __call__(self, what: str, write: Callable[..., T], *args: Any, **kwargs: Any) -> T | None:
-        try:
-            return write(*args, **kwargs)
-        except WRITE_ERRORS as error:
-            self.failures[what] = self.failures.get(what, 0) + 1
-            now = time.monotonic()
-            if now - self._last_log.get(what, -LOG_INTERVAL_S) >= LOG_INTERVAL_S:
-                self._last_log[what] = now
-                first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""
-                log.error("%s failed (%s: %s; %d failure(s) so far); training goes on and retries at the next "
-                          "interval", what, type(error).__name__, first_line, self.failures[what])
-            return None
-
-
-#: The learner's guard: `guarded("policy export", export_policy, saver, path, step)`.
-guarded = WriteGuard()

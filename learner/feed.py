@@ -49,7 +49,6 @@ class StagedBatches:
             self._free.put(index)
         self._stop = threading.Event()
         self.idle_since = time.monotonic()
-        self.restarts = 0
         threading.Thread(target=self._run, args=(first,), name="batch-feed", daemon=True).start()
 
     def _stagers(self, iterator) -> list:
@@ -113,5 +112,4 @@ class StagedBatches:
             if index is not None:
                 self._free.put(index)  # the slot was not filled
             # A dataset with rate_limiter_timeout_ms ends quietly when no sample came in time: rebuild it.
-            self.restarts += 1
             dataset = self._make_dataset()

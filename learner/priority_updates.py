@@ -1,7 +1,8 @@
 """Prioritized replay on the learner side (Schaul et al. 2016, Ape-X): importance weights and priority updates.
 
 The server samples with Reverb's `Prioritized(priority_exponent)` selector. The learner writes back
-|TD error| on the scale of `dqn.priority` (divided by the largest |TD error| it has seen, so 1.0 is the top).
+|TD error| on the scale of `dqn.replay_layout.priority_scale` (divided by the largest |TD error| it has seen, so
+1.0 is the top).
 New items enter at 1.0, the maximum (PER's rule), or with `initial_priority=td_error` at the actor's own
 |TD error| on its own such scale (Ape-X). Updates go out on a daemon thread under a deadline, so a slow or
 dead server never stalls training; updates that cannot keep up are dropped (the keys keep their old
@@ -17,6 +18,7 @@ import threading
 import numpy as np
 import reverb
 
+from dqn.model.schedules import linear_anneal
 from dqn.remote.deadline import CallTimeout, DeadlineCaller
 from dqn.replay_layout.priority_scale import PriorityScale
 from dqn.settings.config import LearnerConfig
@@ -25,10 +27,9 @@ log = logging.getLogger("learner")
 
 
 def importance_beta(config: LearnerConfig, train_step: int) -> float:
-    """β annealed linearly from importance_exponent_start to 1 (PER's schedule)."""
-    anneal = config.importance_anneal_steps or config.max_train_steps
-    fraction = min(1.0, max(0, train_step) / anneal)
-    return config.importance_exponent_start + fraction * (1.0 - config.importance_exponent_start)
+    """β annealed linearly from importance_exponent_start to 1 over importance_anneal_steps (PER's schedule)."""
+    anneal_steps = config.importance_anneal_steps or config.max_train_steps
+    return linear_anneal(config.importance_exponent_start, 1.0, anneal_steps, train_step)
 
 
 def importance_weights(probability: np.ndarray, table_size: np.ndarray, beta: float) -> np.ndarray:
@@ -52,8 +53,7 @@ class PriorityUpdater:
         self.sent = 0
         self.dropped = 0
         self.failed = 0
-        self._thread = threading.Thread(target=self._run, name="priority-updates", daemon=True)
-        self._thread.start()
+        threading.Thread(target=self._run, name="priority-updates", daemon=True).start()
 
     def submit(self, keys: np.ndarray, td_errors: np.ndarray) -> None:
         """Queues new priorities for the sampled keys; drops the update if the sender is backed up."""

@@ -17,7 +17,7 @@ class StagedTrainer:
     """The train step on a staged slot, read in-graph; the last loss stays in a variable (see learner/feed.py).
 
     Prioritized replay moves its per-step arrays (sample info out, importance weights in, TD errors out) through
-    `dqn.graph_io` buffers, so even that path hands no tensor to Python.
+    `dqn.model.graph_io` buffers, so even that path hands no tensor to Python.
     """
 
     def __init__(self, train_fn, slots: list):
@@ -77,7 +77,7 @@ class StagedTrainer:
 class BatchStats:
     """The last loss and the mean max-Q of a staged batch, per slot, in one graph call that returns nothing.
 
-    The values come back through a `dqn.graph_io.HostOutput`, not as returned tensors (see the module docstring).
+    The values come back through a `dqn.model.graph_io.HostOutput`, not as returned tensors (see the module docstring).
     """
 
     def __init__(self, bundle: AgentBundle, batch_size: int, slots: list, loss: tf.Variable):

@@ -1,4 +1,7 @@
-"""Replay-side rates for the learner's summaries: size, inserts/s, samples/s, samples per insert."""
+"""Replay-side rates for the learner's summaries, and the warning that actors stopped inserting.
+
+Rates: size, inserts/s, samples/s, samples per insert, seconds since the last insert.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +12,7 @@ import reverb
 
 from dqn.remote.replay_client import server_info
 from dqn.replay_layout.items import REPLAY_TABLE
+from learner.log_throttle import LogThrottle
 
 log = logging.getLogger("learner")
 
@@ -22,9 +26,14 @@ class ReplayRates:
         self._timeout_s = timeout_s
         self._last: tuple[float, int, int] | None = None
         self.last_insert_time = time.monotonic()
+        self.latest: dict[str, float] = {}  # what the last `measure()` returned
 
     def measure(self) -> dict[str, float]:
         """{size, inserts_per_sec, samples_per_sec, samples_per_insert} in transitions; {} if no answer."""
+        self.latest = self._measure()
+        return self.latest
+
+    def _measure(self) -> dict[str, float]:
         try:
             info = server_info(self._client, self._timeout_s)[REPLAY_TABLE]
         except Exception as error:  # noqa: BLE001 - summaries must not stop training
@@ -46,3 +55,18 @@ class ReplayRates:
         values["seconds_since_insert"] = now - self.last_insert_time
         self._last = (now, inserts, samples)
         return values
+
+
+class NoInsertWarning:
+    """Warns (at most once per `throttle`) when the last replay measurement saw no insert for `timeout_s`."""
+
+    def __init__(self, rates: ReplayRates, timeout_s: float, throttle: LogThrottle):
+        self._rates = rates
+        self._timeout_s = timeout_s
+        self._throttle = throttle
+
+    def __call__(self, step: int) -> None:
+        """Logs the warning if actors stopped inserting; training goes on on the stored data."""
+        stalled = self._rates.latest.get("seconds_since_insert", 0.0)
+        if stalled >= self._timeout_s and self._throttle.ready():
+            log.warning("no new data inserted for %.0f s (actors stopped?); training on stored data", stalled)

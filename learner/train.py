@@ -1,11 +1,11 @@
 """The learner process: sampled replay batches -> DqnAgent.train, plus periodic publishing, checkpoints and exports.
 
-Batches come from the input pipeline (learner/dataset.py) through staged variables (learner/feed.py) and are
-unpacked by the replay layout (dqn/replay_layout/). Weights + train step go to the `variables` table at start and
-every `publish_interval` steps; checkpoints every `checkpoint_interval` steps and on SIGTERM (restored on start);
-each periodic job is a trigger (learner/triggers.py). Before each publication the learner applies the evaluator's
-latest reset request, if new (dqn/resets.py): a fresh Q-network, an emptied replay table and an epsilon schedule
-counted from that step.
+Batches come from the input pipeline (dqn/replay_layout/dataset.py) through staged variables (learner/feed.py) and
+are unpacked by the replay layout (dqn/replay_layout/). Weights + train step go to the `variables` table at start and
+every `publish_interval` steps; checkpoints every `checkpoint_interval` steps and on SIGTERM (restored on start).
+Each periodic job is a trigger, built by `make_triggers` (learner/triggers.py). One applies the evaluator's latest
+reset request (evaluator/reset_rule.py, dqn/remote/reset_requests.py) as soon as it arrives: a fresh Q-network, an
+emptied replay table and an epsilon schedule counted from that step, published at once.
 """
 
 from __future__ import annotations
@@ -35,12 +35,14 @@ from dqn.remote.reset_requests import ResetRequestWatcher
 from dqn.remote.weights_publisher import WeightsPublisher
 from dqn.replay_layout.items import REPLAY_TABLE
 from dqn.settings.config import LearnerConfig, role_dir
-from learner.checkpoints import LearnerCheckpoints, guarded
+from learner.checkpoints import LearnerCheckpoints
 from learner.feed import StagedBatches
+from learner.log_throttle import LogThrottle
 from learner.priority_updates import PriorityUpdater, importance_beta, importance_weights
 from learner.staged import BatchStats, StagedTrainer
-from learner.stats import ReplayRates
-from learner.triggers import IntervalTrigger
+from learner.stats import NoInsertWarning, ReplayRates
+from learner.triggers import make_triggers
+from learner.write_guard import try_write
 
 log = logging.getLogger("learner")
 
@@ -88,19 +90,14 @@ class _Summaries:
         self.slot = 0  # the staged slot trained on last: its batch gives loss and mean Q
 
     def write(self, step: int) -> None:
-        """Scalars and the progress file at train step `step`; warns when actors stopped inserting."""
-        learner, config = self._learner, self._learner.config
+        """Scalars and the progress file at train step `step`."""
         now = time.monotonic()
         last_time, last_step = self._last
         sgd_rate = (step - last_step) / max(now - last_time, 1e-9)
         self._last = (now, step)
         replay = self._rates.measure()
-        guarded("summaries", learner.write_summaries, step, self._batch_stats.measure(self.slot), sgd_rate, replay,
-                self._publisher)
-        stalled = replay.get("seconds_since_insert", 0.0)
-        if stalled >= config.no_data_timeout_s and time.monotonic() - learner.last_warning >= config.no_data_timeout_s:
-            learner.last_warning = time.monotonic()
-            log.warning("no new data inserted for %.0f s (actors stopped?); training on stored data", stalled)
+        try_write("summaries", self._learner.write_summaries, step, self._batch_stats.measure(self.slot), sgd_rate,
+                  replay, self._publisher)
 
 
 class Learner:
@@ -111,11 +108,11 @@ class Learner:
         self.builder = DqnBuilder(config)
         self.bundle = self.builder.agent
         self.layout = self.builder.layout
-        self.summary_dir = config.path(role_dir("learner"))
+        self.directory = config.path(role_dir("learner"))  # summaries, progress file, checkpoints/, policy/
         # Where the actors' epsilon schedule starts, and the last reset request applied: both survive restarts.
         self.exploration_start = tf.Variable(0, dtype=tf.int64, trainable=False, name="exploration_start")
         self.reset_request_step = tf.Variable(-1, dtype=tf.int64, trainable=False, name="reset_request_step")
-        self.checkpoints = LearnerCheckpoints(os.path.join(self.summary_dir, "checkpoints"), max_to_keep=3,
+        self.checkpoints = LearnerCheckpoints(os.path.join(self.directory, "checkpoints"), max_to_keep=3,
                                               agent=self.bundle.agent, train_step=self.bundle.train_step,
                                               exploration_start=self.exploration_start,
                                               reset_request_step=self.reset_request_step)
@@ -123,12 +120,12 @@ class Learner:
         self.replay_client: reverb.Client | None = None  # set on connecting; empties the replay table at a reset
         self.replay_caller = DeadlineCaller()
         self.train = make_train_fn(self.bundle, config.train_batch_size(), config.train_steps_per_call)
-        self.writer = tf.summary.create_file_writer(self.summary_dir)
+        self.writer = tf.summary.create_file_writer(self.directory)
         self.scalars = GraphScalars(self.writer)
         self.priorities: PriorityUpdater | None = None
         self.policy_saver: policy_saver.PolicySaver | None = None  # made at the first export, then reused
         self.policy_weights = FlatWeights(self.bundle.policy_variables)
-        self.last_warning = 0.0  # when "no new data" was last logged (at most every no_data_timeout_s)
+        self.no_data_log = LogThrottle(config.no_data_timeout_s)  # both "no new data" warnings share it
 
     @property
     def step(self) -> int:
@@ -136,30 +133,29 @@ class Learner:
         return int(self.bundle.train_step.numpy())
 
     def publish(self, publisher: WeightsPublisher, step: int) -> None:
-        """Queues the current policy weights (those of train step `step`) for the variables table."""
-        self.apply_reset_request(step)
+        """Queues the current policy weights (those of train step `step`) and exploration start for publishing."""
         publisher.submit(self.policy_weights.read(), step, int(self.exploration_start.numpy()))
 
-    def apply_reset_request(self, step: int) -> None:
-        """A new reset request from the evaluator: fresh Q-network and target, empty replay, epsilon from `step`."""
-        requested = self.reset_requests.latest if self.reset_requests is not None else -1
-        if requested <= int(self.reset_request_step.numpy()):
-            return
+    def apply_reset_request(self, step: int, requested: int) -> None:
+        """Applies reset request `requested` at train step `step`: fresh Q-network, empty replay, epsilon from `step`.
+
+        The request and the new exploration start are checkpointed with the agent; the caller publishes.
+        """
         reinitialize_q_networks(self.bundle, self.config)
         replay = "replay emptied" if self.empty_replay() else "replay kept (not emptied)"
         self.exploration_start.assign(step)
         self.reset_request_step.assign(requested)
         log.info("train step %d: the evaluator saw the run stuck partway (evaluation of train step %d): "
                  "Q-network re-initialized, epsilon schedule restarted, %s; optimizer kept", step, requested, replay)
-        guarded("summaries", self.scalars.write, step, {"charts/exploration_start": float(step)})
+        try_write("summaries", self.scalars.write, step, {"charts/exploration_start": float(step)})
 
     def empty_replay(self) -> bool:
         """Removes every item of the replay table (under a deadline); False, logged, where that failed.
 
         Why empty it: the stuck attempt's data are long episodes of one habit (CartPole-v1's cart drifting off
-        the track), with few of the early failures a fresh network learns its first values from; on them a
-        fresh network stayed at random play for about twice as many train steps as a new run, and refilling
-        at the actors' rate takes a fraction of a second (docs/performance.md, "Learning model").
+        the track), with few of the early failures a fresh network learns its first values from, so on them a
+        fresh network stays at random play longer than a new run; the actors refill the table quickly
+        (docs/performance.md, "Learning model").
         """
         if self.replay_client is None:
             return False
@@ -175,14 +171,13 @@ class Learner:
         """Writes a learner checkpoint at the current train step (a failed write is logged; training goes on)."""
         if self.checkpoints.save(self.bundle.train_step):
             log.info("checkpoint at train step %d", self.step)
-        # Freed heap of sampled batches stays in RSS otherwise (trimming cut the dataset's growth by ~25 %).
-        release_free_heap()
+        release_free_heap()  # freed heap of sampled batches stays in RSS otherwise
 
     def export(self, step: int) -> None:
         """Exports the greedy policy as a SavedModel under <root_dir>/learner/policy."""
         if self.policy_saver is None:
             self.policy_saver = policy_saver.PolicySaver(self.bundle.agent.policy, batch_size=None)
-        guarded("policy export", export_policy, self.policy_saver, os.path.join(self.summary_dir, "policy"), step)
+        try_write("policy export", export_policy, self.policy_saver, os.path.join(self.directory, "policy"), step)
 
     def run(self) -> int:
         """Trains until max_train_steps or a stop signal; always checkpoints and publishes on the way out."""
@@ -195,17 +190,19 @@ class Learner:
         trainer = StagedTrainer(self.train, feed.slots)
         if config.prioritized_replay:
             self.priorities = PriorityUpdater(config.replay_address, REPLAY_TABLE, config.rpc_timeout_s)
-        summaries = _Summaries(self, ReplayRates(client, config.rpc_timeout_s, self.layout.transitions_per_item),
-                               BatchStats(self.bundle, config.train_batch_size(), feed.slots, trainer.loss), publisher)
+        rates = ReplayRates(client, config.rpc_timeout_s, self.layout.transitions_per_item)
+        summaries = _Summaries(self, rates, BatchStats(self.bundle, config.train_batch_size(), feed.slots,
+                                                       trainer.loss), publisher)
         step = self.step  # tracked locally: each train call advances the counter by exactly train_steps_per_call
-        triggers = [IntervalTrigger(config.publish_interval, lambda at: self.publish(publisher, at), step),
-                    IntervalTrigger(config.checkpoint_interval, lambda _: self.save(), step),
-                    IntervalTrigger(config.export_interval, self.export, step),
-                    IntervalTrigger(config.summary_interval, summaries.write, step)]
+        triggers = make_triggers(
+            config, step, reset_requests=self.reset_requests, applied_request=int(self.reset_request_step.numpy()),
+            apply_reset_request=self.apply_reset_request, publish=lambda at: self.publish(publisher, at),
+            checkpoint=lambda _: self.save(), export=self.export, write_summaries=summaries.write,
+            warn_no_inserts=NoInsertWarning(rates, config.no_data_timeout_s, self.no_data_log))
         while step < config.max_train_steps and not stop.requested:
             index = feed.get(timeout_s=1.0)
             if index is None:
-                self._report_no_data(step, time.monotonic() - feed.idle_since)
+                self._report_waiting_for_data(step, time.monotonic() - feed.idle_since)
                 continue
             self._train_step(trainer, index, step)
             step += config.train_steps_per_call
@@ -244,16 +241,14 @@ class Learner:
         rows = np.repeat(weights, self.layout.transitions_per_item)  # one weight per transition
         self.priorities.submit(sample_info.key, self.layout.item_td_errors(trainer.train_weighted(index, rows)))
 
-    def _report_no_data(self, step: int, waited: float) -> None:
-        """Logs, records and reports a wait for data, at most every no_data_timeout_s."""
-        timeout = self.config.no_data_timeout_s
-        if waited >= timeout and time.monotonic() - self.last_warning >= timeout:
-            self.last_warning = time.monotonic()
+    def _report_waiting_for_data(self, step: int, waited: float) -> None:
+        """Logs, records and reports a wait for data of no_data_timeout_s or more (throttled by `no_data_log`)."""
+        if waited >= self.config.no_data_timeout_s and self.no_data_log.ready():
             log.warning("no new data for %.0f s (replay below min size, actors stopped, or replay server "
                         "unreachable); waiting", waited)
-            guarded("summaries", self.scalars.write, step, {"replay/seconds_without_data": waited})
-            guarded("progress file", write_progress, self.summary_dir, train_step=step, sgd_steps_per_sec=0.0,
-                    status=f"no new data for {waited:.0f} s")
+            try_write("summaries", self.scalars.write, step, {"replay/seconds_without_data": waited})
+            try_write("progress file", write_progress, self.directory, train_step=step, sgd_steps_per_sec=0.0,
+                      status=f"no new data for {waited:.0f} s")
 
     def _finish(self, publisher: WeightsPublisher, health) -> None:
         """The way out: pending priorities sent, not serving, a final checkpoint and publication, progress done."""
@@ -263,15 +258,14 @@ class Learner:
             self.priorities.close()
         if self.reset_requests is not None:
             self.reset_requests.close()
-            self.reset_requests = None  # the final publication below applies no request that arrived meanwhile
         health.set(False)
         self.save()
         self.publish(publisher, self.step)
         if not publisher.wait_idle(config.rpc_timeout_s):
             log.warning("final weights not confirmed by the replay server within %.0f s", config.rpc_timeout_s)
-        guarded("progress file", write_progress, self.summary_dir, train_step=self.step, sgd_steps_per_sec=0.0,
-                done=True)
-        guarded("summaries", self.writer.flush)
+        try_write("progress file", write_progress, self.directory, train_step=self.step, sgd_steps_per_sec=0.0,
+                  done=True)
+        try_write("summaries", self.writer.flush)
 
     def write_summaries(self, step: int, loss_and_mean_q: tuple[float, float], sgd_rate: float, replay: dict,
                         publisher) -> None:
@@ -294,7 +288,7 @@ class Learner:
                             "replay/priority_updates_dropped": self.priorities.dropped,
                             "replay/priority_updates_failed": self.priorities.failed})
         self.scalars.write(step, scalars)
-        write_progress(self.summary_dir, train_step=step, sgd_steps_per_sec=sgd_rate, loss=loss_value,
+        write_progress(self.directory, train_step=step, sgd_steps_per_sec=sgd_rate, loss=loss_value,
                        replay_size=replay.get("size", 0))
 
 

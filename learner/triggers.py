@@ -1,12 +1,19 @@
-"""Periodic learner work (publish, checkpoint, export, summaries) as small step triggers, as in TF-Agents' triggers.
+"""The learner's periodic work as step triggers, as in TF-Agents' `Learner(triggers=...)`; `make_triggers` builds them.
 
-The learner's train step advances by train_steps_per_call per loop iteration, so a trigger fires when a multiple
-of its interval lies in the steps just trained, not only when the step hits the multiple exactly.
+The train loop calls each trigger with the train step after every train call and knows nothing of what they do.
+The train step advances by train_steps_per_call per call, so an interval trigger fires when a multiple of its
+interval lies in the steps just trained, not only when the step hits the multiple exactly.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+
+from dqn.remote.reset_requests import ResetRequestWatcher
+from dqn.settings.config import LearnerConfig
+
+#: A trigger: called with the train step after each train call; True if it did its work.
+Trigger = Callable[[int], bool]
 
 
 class IntervalTrigger:
@@ -16,11 +23,61 @@ class IntervalTrigger:
         self.interval = interval
         self._fn = fn
         self._last_step = start_step
+        self._requested = False
+
+    def request(self) -> None:
+        """Fire at the next call, whatever the interval (the interval's own firings stay as they were)."""
+        self._requested = True
 
     def __call__(self, step: int) -> bool:
         """Call with the train step after each train call; True if it fired."""
-        fired = self.interval > 0 and step // self.interval > self._last_step // self.interval
+        fired = self._requested or (self.interval > 0 and step // self.interval > self._last_step // self.interval)
         self._last_step = step
+        self._requested = False
         if fired:
             self._fn(step)
         return fired
+
+
+class ResetRequestTrigger:
+    """Applies the evaluator's newest reset request at the first train call that sees it, then requests a publish.
+
+    Reading `ResetRequestWatcher.latest` is an in-memory int read (its thread polls the server), cheap enough for
+    every train call, so how soon a reset takes effect does not depend on any interval.
+    """
+
+    def __init__(self, watcher: ResetRequestWatcher, applied: int, apply: Callable[[int, int], None],
+                 publish: IntervalTrigger):
+        """`applied`: the last request applied (restored from the checkpoint); `apply(step, request)` resets."""
+        self._watcher = watcher
+        self._applied = applied
+        self._apply = apply
+        self._publish = publish
+
+    def __call__(self, step: int) -> bool:
+        """Applies a request newer than the last applied one; True if it did."""
+        requested = self._watcher.latest
+        if requested <= self._applied:
+            return False
+        self._apply(step, requested)
+        self._applied = requested
+        self._publish.request()  # the fresh weights and their exploration start go out at once
+        return True
+
+
+def make_triggers(config: LearnerConfig, step: int, *, reset_requests: ResetRequestWatcher, applied_request: int,
+                  apply_reset_request: Callable[[int, int], None], publish: Callable[[int], None],
+                  checkpoint: Callable[[int], None], export: Callable[[int], None],
+                  write_summaries: Callable[[int], None], warn_no_inserts: Callable[[int], None]) -> list[Trigger]:
+    """The learner's triggers from train step `step` on, in the order they run after each train call.
+
+    The reset trigger runs before the publish trigger, so a reset's weights go out in the same call. The
+    no-inserts warning runs after the summaries, on their interval: it reads their replay measurement.
+    """
+    publish_trigger = IntervalTrigger(config.publish_interval, publish, step)
+    return [ResetRequestTrigger(reset_requests, applied_request, apply_reset_request, publish_trigger),
+            publish_trigger,
+            IntervalTrigger(config.checkpoint_interval, checkpoint, step),
+            IntervalTrigger(config.export_interval, export, step),
+            IntervalTrigger(config.summary_interval, write_summaries, step),
+            IntervalTrigger(config.summary_interval, warn_no_inserts, step)]

@@ -59,12 +59,12 @@ def test_a_breakout_policy_that_never_fires_no_longer_stalls_the_evaluation():
     # Greedy, the ball is never served: every episode runs into the cap.
     greedy = make_episodes(EvaluatorConfig(**small, eval_epsilon=0.0, eval_max_episode_steps=300), builder)
     greedy.load(weights)
-    assert greedy.run(7) == (0.0, 300.0)
+    assert greedy.run(7) == {"average_return": 0.0, "average_episode_length": 300.0}
     greedy.close()
     # The Atari protocol: random actions serve the ball, lives are lost, episodes end well before 4,500 steps.
     protocol = make_episodes(EvaluatorConfig(**small), builder)
     protocol.load(weights)
-    _, length = protocol.run(7)
+    length = protocol.run(7)["average_episode_length"]
     assert 0 < length < 4_500
     protocol.close()
 

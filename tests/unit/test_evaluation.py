@@ -1,4 +1,6 @@
-"""Both greedy evaluation loops (in-graph, numpy) equal a step-by-step Python loop; flat weights round-trip."""
+"""Both evaluation loops (in-graph, numpy) equal a step-by-step Python loop and feed the evaluation metrics."""
+
+import json
 
 import numpy as np
 import pytest
@@ -10,8 +12,13 @@ from dqn.envs.vector_env import GymnasiumVectorEnvironment
 from dqn.model.flat_weights import FlatWeights
 from dqn.model.graph_policy import batched_actions
 from dqn.model.numpy_policy import HostQNetwork
+from dqn.remote.weights_wire import PublishedWeights
 from dqn.settings.config import EvaluatorConfig
-from evaluator.episodes import GreedyEpisodes, HostGreedyEpisodes, greedy_episodes
+from evaluator import metrics
+from evaluator.best import BestPolicy
+from evaluator.episodes import GraphPolicyEpisodes, NumpyPolicyEpisodes, make_episode_runner
+from evaluator.evaluate import Evaluator, confirmation_seed
+from evaluator.metrics import EpisodeMetric, EpisodeTotals, EvalMetric, make_metrics
 
 
 def python_loop(policy, num_envs: int, seed: int, max_episode_steps: int) -> tuple[np.ndarray, np.ndarray]:
@@ -28,6 +35,11 @@ def python_loop(policy, num_envs: int, seed: int, max_episode_steps: int) -> tup
         running &= time_step.step_type != ts.StepType.LAST
     env.close()
     return returns, lengths
+
+
+def averages(values: dict[str, float]) -> tuple[float, float]:
+    """(average return, average episode length) from a run's metric values."""
+    return values["average_return"], values["average_episode_length"]
 
 
 def evaluation_policy(bundle) -> tuple:
@@ -49,26 +61,26 @@ def randomize(bundle, seed: int) -> None:
 
 
 @pytest.mark.parametrize("chunk_steps", [7, 1000])
-def test_greedy_episodes_equal_the_python_loop(bundle, chunk_steps):
-    episodes = GreedyEpisodes(bundle.agent.policy, GymnasiumVectorEnvironment("CartPole-v1", 6, max_episode_steps=60),
-                              chunk_steps=chunk_steps)
+def test_graph_episodes_equal_the_python_loop(bundle, chunk_steps):
+    env = GymnasiumVectorEnvironment("CartPole-v1", 6, max_episode_steps=60)
+    episodes = GraphPolicyEpisodes(bundle.agent.policy, env, chunk_steps=chunk_steps)
     seen_lengths = set()
     for weights_seed in (1, 2, 3):  # different policies give different episode lengths, some truncated at 60
         randomize(bundle, weights_seed)
         returns, lengths = python_loop(bundle.agent.policy, 6, seed=11, max_episode_steps=60)
         seen_lengths.update(lengths)
         for _ in range(2):  # the same env object, reseeded: the same episodes each time
-            average_return, average_length = episodes.run(11)
+            average_return, average_length = averages(episodes.run(11))
             assert average_return == pytest.approx(returns.mean())
             assert average_length == pytest.approx(lengths.mean())
     assert len(seen_lengths) > 3  # episodes of many lengths ran (envs finish at different steps)
     episodes.close()
 
 
-def test_numpy_greedy_episodes_equal_the_python_loop(bundle):
-    episodes = greedy_episodes(*evaluation_policy(bundle),
-                               GymnasiumVectorEnvironment("CartPole-v1", 6, max_episode_steps=60))
-    assert isinstance(episodes, HostGreedyEpisodes)  # a plain MLP: the evaluator's numpy loop
+def test_numpy_episodes_equal_the_python_loop(bundle):
+    episodes = make_episode_runner(*evaluation_policy(bundle),
+                                   GymnasiumVectorEnvironment("CartPole-v1", 6, max_episode_steps=60))
+    assert isinstance(episodes, NumpyPolicyEpisodes)  # a plain MLP: the evaluator's numpy loop
     seen_lengths = set()
     weights = FlatWeights(bundle.policy_variables)
     for weights_seed in (1, 2, 3):
@@ -77,31 +89,31 @@ def test_numpy_greedy_episodes_equal_the_python_loop(bundle):
         seen_lengths.update(lengths)
         episodes.load(weights.read())  # the numpy loop sees new weights only through load
         for _ in range(2):
-            average_return, average_length = episodes.run(11)
+            average_return, average_length = averages(episodes.run(11))
             assert average_return == pytest.approx(returns.mean())
             assert average_length == pytest.approx(lengths.mean())
     assert len(seen_lengths) > 3
     episodes.close()
 
 
-def test_numpy_greedy_episodes_stop_between_steps(bundle):
+def test_numpy_episodes_stop_between_steps(bundle):
     randomize(bundle, 4)
-    episodes = greedy_episodes(*evaluation_policy(bundle), GymnasiumVectorEnvironment("CartPole-v1", 3))
+    episodes = make_episode_runner(*evaluation_policy(bundle), GymnasiumVectorEnvironment("CartPole-v1", 3))
     episodes.load(FlatWeights(bundle.policy_variables).read())
-    _, full_length = episodes.run(5)
+    _, full_length = averages(episodes.run(5))
     calls = []
-    _, partial_length = episodes.run(5, stop_requested=lambda: calls.append(1) or len(calls) > 2)
+    _, partial_length = averages(episodes.run(5, stop_requested=lambda: calls.append(1) or len(calls) > 2))
     assert full_length > 2
     assert partial_length == pytest.approx(2.0)
     episodes.close()
 
 
-def test_greedy_episodes_stop_between_chunks(bundle):
+def test_graph_episodes_stop_between_chunks(bundle):
     randomize(bundle, 4)
-    episodes = GreedyEpisodes(bundle.agent.policy, GymnasiumVectorEnvironment("CartPole-v1", 3), chunk_steps=1)
-    _, full_length = episodes.run(5)
+    episodes = GraphPolicyEpisodes(bundle.agent.policy, GymnasiumVectorEnvironment("CartPole-v1", 3), chunk_steps=1)
+    _, full_length = averages(episodes.run(5))
     calls = []
-    _, partial_length = episodes.run(5, stop_requested=lambda: calls.append(1) or len(calls) > 2)
+    _, partial_length = averages(episodes.run(5, stop_requested=lambda: calls.append(1) or len(calls) > 2))
     assert full_length > 2
     assert partial_length == pytest.approx(2.0)  # two one-step chunks ran before the stop was seen
     episodes.close()
@@ -125,21 +137,21 @@ def test_flat_weights_refuse_mixed_dtypes():
         FlatWeights([tf.Variable(np.zeros(2, np.float32)), tf.Variable(np.zeros(2, np.int64))])
 
 
-def test_greedy_episodes_carry_an_rnn_state():
+def test_graph_episodes_carry_an_rnn_state():
     """An LSTM policy's state runs through the in-graph loop exactly as through the per-step Python loop."""
     tf.random.set_seed(5)
     rnn = DqnBuilder(EvaluatorConfig(fc_layer_params=(16,), lstm_size=(8,))).agent
     randomize(rnn, 12)  # weights whose actions depend on the state: resetting it every 3 steps changes every episode
     returns, lengths = python_loop(rnn.agent.policy, 4, seed=21, max_episode_steps=40)
-    episodes = GreedyEpisodes(rnn.agent.policy, GymnasiumVectorEnvironment("CartPole-v1", 4, max_episode_steps=40),
-                              chunk_steps=3)
-    average_return, average_length = episodes.run(21)
+    episodes = GraphPolicyEpisodes(rnn.agent.policy,
+                                   GymnasiumVectorEnvironment("CartPole-v1", 4, max_episode_steps=40), chunk_steps=3)
+    average_return, average_length = averages(episodes.run(21))
     assert average_return == pytest.approx(returns.mean())
     assert average_length == pytest.approx(lengths.mean())
     episodes.close()
-    # greedy_episodes keeps an RNN policy on the in-graph loop (the numpy mirror is feed-forward only).
-    graph = greedy_episodes(*evaluation_policy(rnn), GymnasiumVectorEnvironment("CartPole-v1", 2))
-    assert isinstance(graph, GreedyEpisodes)
+    # make_episode_runner keeps an RNN policy on the in-graph loop (the numpy mirror is feed-forward only).
+    graph = make_episode_runner(*evaluation_policy(rnn), GymnasiumVectorEnvironment("CartPole-v1", 2))
+    assert isinstance(graph, GraphPolicyEpisodes)
     graph.close()
 
 
@@ -157,11 +169,11 @@ def test_episodes_cut_short_by_an_env_fault_are_left_out(bundle, loop):
     fail_every = int(lengths.max())
     env = GymnasiumVectorEnvironment("FlakyCartPole-v0", 6, max_episode_steps=60, fail_every=fail_every)
     if loop == "graph":
-        episodes = GreedyEpisodes(bundle.agent.policy, env, chunk_steps=7)
+        episodes = GraphPolicyEpisodes(bundle.agent.policy, env, chunk_steps=7)
     else:
-        episodes = greedy_episodes(*evaluation_policy(bundle), env)
+        episodes = make_episode_runner(*evaluation_policy(bundle), env)
         episodes.load(FlatWeights(bundle.policy_variables).read())
-    average_return, average_length = episodes.run(11)
+    average_return, average_length = averages(episodes.run(11))
     whole = lengths < fail_every
     assert episodes.cut_short == (~whole).sum() >= 1 and env.restarts >= episodes.cut_short
     assert average_return == pytest.approx(returns[whole].mean())
@@ -170,7 +182,159 @@ def test_episodes_cut_short_by_an_env_fault_are_left_out(bundle, loop):
 
 
 def test_an_evaluation_whose_episodes_were_all_cut_short_has_no_average():
-    from evaluator.episodes import averages_of_whole_episodes
+    kept = EpisodeTotals(np.array([3.0, 5.0]), np.array([3.0, 5.0]), np.array([True, False]))
+    none_left = EpisodeTotals(np.array([3.0]), np.array([3.0]), np.array([False]))
+    for metric in make_metrics():
+        metric.reset(2)
+        metric.on_episodes(kept)
+        assert metric.result() == 3.0  # the cut-short episode (5) is left out
+        metric.on_episodes(none_left)
+        assert np.isnan(metric.result())
 
-    assert averages_of_whole_episodes(np.array([3.0, 5.0]), np.array([3, 5]), np.array([False, True])) == (3.0, 3.0)
-    assert all(np.isnan(averages_of_whole_episodes(np.array([3.0]), np.array([3]), np.array([True]))))
+
+class MaxReturn(EpisodeMetric):
+    """A metric as a user adds one: the best whole episode's return."""
+
+    name = "max_return"
+
+    def compute(self, returns, lengths):
+        return returns.max()
+
+
+class StepMaxReturn(EvalMetric):
+    """The same value, summed from the per-step hook (numpy loop only)."""
+
+    name = "step_max_return"
+
+    def reset(self, num_envs):
+        self.sums, self.steps, self.value = np.zeros(num_envs), 0, float("nan")
+
+    def on_step(self, rewards, step_types, counted):
+        self.sums += np.where(counted, rewards, 0.0)
+        self.steps += 1
+
+    def on_episodes(self, episodes):
+        self.value = float(self.sums[episodes.whole].max()) if episodes.whole.any() else float("nan")
+
+    def result(self):
+        return self.value
+
+
+def flaky_episodes(bundle, loop: str, seed: int, cut: str):
+    """(runner on 6 flaky CartPoles, returns, lengths, whole) with the longest (cut="longest") or all episodes cut."""
+    import tests.flaky_env  # noqa: F401 - registers FlakyCartPole-v0 (CartPole that raises at its n-th step)
+
+    for weights_seed in (1, 2, 3, 4, 5):  # weights whose 6 episodes differ in length
+        randomize(bundle, weights_seed)
+        returns, lengths = python_loop(bundle.agent.policy, 6, seed=seed, max_episode_steps=60)
+        if lengths.min() < lengths.max():
+            break
+    fail_every = int(lengths.max() if cut == "longest" else lengths.min())
+    env = GymnasiumVectorEnvironment("FlakyCartPole-v0", 6, max_episode_steps=60, fail_every=fail_every)
+    policy = bundle.agent.policy if loop == "graph" else evaluation_policy(bundle)[0]
+    episodes = make_episode_runner(policy, bundle.agent.action_spec, env)
+    assert isinstance(episodes, GraphPolicyEpisodes if loop == "graph" else NumpyPolicyEpisodes)
+    return episodes, returns, lengths, lengths < fail_every
+
+
+def evaluator_of(tmp_path, bundle, episodes, config):
+    """The evaluator role's object around `episodes`, without a replay server (no puller, no reset sender)."""
+    best = BestPolicy(str(tmp_path), bundle.agent.policy, FlatWeights(bundle.policy_variables))
+    return Evaluator(config, None, episodes, None, best, reset_requests=None, puller=None,
+                     summary_dir=str(tmp_path), stop_requested=lambda: False)
+
+
+def tensorboard_scalars(directory) -> dict[str, float]:
+    scalars = {}
+    for path in directory.glob("events.out.tfevents.*"):
+        for event in tf.compat.v1.train.summary_iterator(str(path)):
+            for value in event.summary.value:
+                scalars[value.tag] = float(tf.make_ndarray(value.tensor))
+    return scalars
+
+
+@pytest.mark.parametrize("loop", ["graph", "numpy"])
+def test_a_registered_metric_is_fed_and_recorded_without_cut_short_episodes(bundle, loop, tmp_path, monkeypatch,
+                                                                           capsys):
+    monkeypatch.setattr(metrics, "EVAL_METRICS", [*metrics.EVAL_METRICS, MaxReturn])  # the one registration line
+    config = EvaluatorConfig(fc_layer_params=(16,))
+    episodes, returns, lengths, whole = flaky_episodes(bundle, loop, config.seed + 99_991, cut="longest")
+    assert 1 <= (~whole).sum() < len(whole) and returns[whole].max() < returns.max()  # the best episodes are cut
+    evaluator = evaluator_of(tmp_path, bundle, episodes, config)
+    evaluation = evaluator.evaluate(PublishedWeights(FlatWeights(bundle.policy_variables).read(), train_step=100))
+    evaluator.record(evaluation)
+    episodes.close()
+    record = json.loads((tmp_path / "evals.jsonl").read_text())
+    assert list(record) == ["train_step", "average_return", "average_episode_length", "max_return", "episodes",
+                            "cut_short_episodes", "seconds", "time"]
+    assert record["max_return"] == pytest.approx(returns[whole].max())  # the cut-short episodes are left out
+    assert record["average_return"] == pytest.approx(returns[whole].mean())
+    assert (record["episodes"], record["cut_short_episodes"]) == (whole.sum(), (~whole).sum())
+    scalars = tensorboard_scalars(tmp_path)
+    assert scalars["eval/max_return"] == pytest.approx(returns[whole].max())
+    assert set(scalars) == {"eval/average_return", "eval/average_episode_length", "eval/max_return"}
+    assert f"max_return={returns[whole].max():.1f}" in capsys.readouterr().out
+
+
+def test_a_per_step_metric_is_fed_by_the_numpy_loop_and_refused_by_the_graph_loop(bundle, monkeypatch):
+    monkeypatch.setattr(metrics, "EVAL_METRICS", [*metrics.EVAL_METRICS, MaxReturn, StepMaxReturn])
+    episodes, returns, lengths, whole = flaky_episodes(bundle, "numpy", 11, cut="longest")
+    episodes.load(FlatWeights(bundle.policy_variables).read())
+    values = episodes.run(11)
+    assert values["step_max_return"] == values["max_return"] == pytest.approx(returns[whole].max())
+    assert episodes.metrics[-1].steps >= lengths.max()
+    episodes.close()
+    with pytest.raises(ValueError, match="step_max_return"):
+        flaky_episodes(bundle, "graph", 11, cut="longest")
+
+
+@pytest.mark.parametrize("loop", ["graph", "numpy"])
+def test_an_evaluation_without_a_whole_episode_is_not_recorded(bundle, loop, tmp_path, monkeypatch):
+    monkeypatch.setattr(metrics, "EVAL_METRICS", [*metrics.EVAL_METRICS, MaxReturn])
+    config = EvaluatorConfig(fc_layer_params=(16,))
+    episodes, *_, whole = flaky_episodes(bundle, loop, config.seed + 99_991, cut="all")
+    assert not whole.any()
+    evaluator = evaluator_of(tmp_path, bundle, episodes, config)
+    assert evaluator.evaluate(PublishedWeights(FlatWeights(bundle.policy_variables).read(), train_step=100)) is None
+    assert all(np.isnan(value) for value in episodes.run(config.seed + 99_991).values())
+    assert episodes.cut_short == 6 and not (tmp_path / "evals.jsonl").exists()
+    episodes.close()
+
+
+def test_metric_names_must_be_distinct(monkeypatch):
+    monkeypatch.setattr(metrics, "EVAL_METRICS", [*metrics.EVAL_METRICS, metrics.AverageReturn])
+    with pytest.raises(ValueError, match="distinct"):
+        make_metrics()
+
+
+def test_a_candidate_is_rechecked_on_fresh_episodes_then_kept_and_recorded(bundle, tmp_path, capsys):
+    config = EvaluatorConfig(fc_layer_params=(16,), eval_confirm_episodes=4)
+
+    def runner(num_envs):
+        env = GymnasiumVectorEnvironment("CartPole-v1", num_envs, max_episode_steps=60)
+        return make_episode_runner(*evaluation_policy(bundle), env)
+
+    randomize(bundle, 2)
+    returns, lengths = python_loop(bundle.agent.policy, 3, seed=config.seed + 99_991, max_episode_steps=60)
+    fresh, _ = python_loop(bundle.agent.policy, 4, seed=confirmation_seed(config.seed, 100), max_episode_steps=60)
+    best = BestPolicy(str(tmp_path), bundle.agent.policy, FlatWeights(bundle.policy_variables))
+    episodes, confirmation = runner(3), runner(4)
+    evaluator = Evaluator(config, None, episodes, confirmation, best, reset_requests=None, puller=None,
+                          summary_dir=str(tmp_path), stop_requested=lambda: False)
+    evaluation = evaluator.evaluate(PublishedWeights(FlatWeights(bundle.policy_variables).read(), train_step=100))
+    evaluator.recheck(evaluation)  # no target: any new best is a candidate
+    evaluator.offer_best(evaluation)
+    evaluator.maybe_request_reset(evaluation)  # no target: never a reset (no sender needed)
+    evaluator.record(evaluation)
+    record = json.loads((tmp_path / "evals.jsonl").read_text())
+    assert list(record) == ["train_step", "average_return", "average_episode_length", "episodes", "confirm_episodes",
+                            "confirmed_return", "seconds", "time"]
+    assert record["average_return"] == pytest.approx(returns.mean()) and record["episodes"] == 3
+    assert record["confirm_episodes"] == 4 and record["confirmed_return"] == pytest.approx(fresh.mean())
+    assert (best.train_step, best.confirmed_return) == (100, record["confirmed_return"])
+    assert tensorboard_scalars(tmp_path)["eval/confirmed_return"] == pytest.approx(fresh.mean())
+    assert capsys.readouterr().out == (f"eval train_step=100 average_return={returns.mean():.1f} "
+                                       f"average_episode_length={lengths.mean():.1f} "
+                                       f"confirmed_return={fresh.mean():.1f}\n")
+    episodes.close()
+    confirmation.close()

@@ -9,7 +9,8 @@ import tensorflow as tf
 
 from dqn.builder import DqnBuilder
 from dqn.settings.config import LearnerConfig
-from learner.checkpoints import LearnerCheckpoints, WriteGuard, unreadable
+from learner.checkpoints import LearnerCheckpoints, unreadable
+from learner.write_guard import WriteGuard
 from tests.fs import fill, small_filesystem
 
 
