@@ -79,7 +79,8 @@ class DqnBuilder:
                   **kwargs) -> GymnasiumVectorEnvironment:
         """`num_envs` copies of the env as one batched PyEnvironment (options default to the settings')."""
         return GymnasiumVectorEnvironment(self.config.env_id, num_envs, seed=seed,
-                                          options=options or self.env_options, **kwargs)
+                                          options=options or self.env_options,
+                                          call_timeout_s=self.config.env_call_timeout_s, **kwargs)
 
     def numpy_q_network(self) -> HostQNetwork | None:
         """The numpy mirror of the Q-network where it copies it exactly (plain MLPs), else None."""

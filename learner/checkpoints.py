@@ -115,6 +115,14 @@ class LearnerCheckpoints:
                   "unreadable ones are in %s; restore a backup there and restart to resume from it instead",
                   self.directory, os.path.join(self.directory, "quarantine"))
 
+    def restore_latest(self) -> str | None:
+        """Restores the newest checkpoint written by this learner (or found at start); None where there is none."""
+        latest = self._checkpointer.manager.latest_checkpoint
+        if latest is None:
+            return None
+        self._checkpointer._checkpoint.restore(latest).expect_partial()  # noqa: SLF001 - the object graph it saved
+        return latest
+
     def save(self, step: tf.Variable) -> bool:
         """Writes a checkpoint at `step`; on a write error logs it, removes the partial files, returns False."""
         number = int(step.numpy())

@@ -38,6 +38,7 @@ from dqn.settings.config import LearnerConfig, role_dir
 from learner.checkpoints import LearnerCheckpoints
 from learner.feed import StagedBatches
 from learner.log_throttle import LogThrottle
+from learner.non_finite import FiniteVariables, NonFiniteUpdates, is_non_finite_loss
 from learner.priority_updates import PriorityUpdater, importance_beta, importance_weights
 from learner.staged import BatchStats, StagedTrainer
 from learner.stats import NoInsertWarning, ReplayRates
@@ -126,6 +127,14 @@ class Learner:
         self.policy_saver: policy_saver.PolicySaver | None = None  # made at the first export, then reused
         self.policy_weights = FlatWeights(self.bundle.policy_variables)
         self.no_data_log = LogThrottle(config.no_data_timeout_s)  # both "no new data" warnings share it
+        self.non_finite = NonFiniteUpdates()
+        self.rollback_log = LogThrottle(60.0)  # data that stays non-finite would roll back every few calls
+        self.finite_variables = FiniteVariables(lambda: [*self.bundle.agent.variables, *self.optimizer.variables])
+
+    @property
+    def optimizer(self) -> tf.keras.optimizers.Optimizer:
+        """The agent's optimizer (TF-Agents keeps it private; its slots are checkpointed with the agent)."""
+        return self.bundle.agent._optimizer  # noqa: SLF001 - no public accessor
 
     @property
     def step(self) -> int:
@@ -134,7 +143,29 @@ class Learner:
 
     def publish(self, publisher: WeightsPublisher, step: int) -> None:
         """Queues the current policy weights (those of train step `step`) and exploration start for publishing."""
-        publisher.submit(self.policy_weights.read(), step, int(self.exploration_start.numpy()))
+        if self.weights_finite("publication"):
+            publisher.submit(self.policy_weights.read(), step, int(self.exploration_start.numpy()))
+
+    def weights_finite(self, what: str) -> bool:
+        """True if every agent variable is finite; else rolls back (logged) so `what` never sees NaN weights."""
+        if self.finite_variables.all_finite():
+            return True
+        self.roll_back(f"non-finite weights before a {what}")
+        return False
+
+    def roll_back(self, reason: str) -> None:
+        """Restores the last good checkpoint (a fresh Q-network where there is none) and says so in one line."""
+        restored = self.checkpoints.restore_latest()
+        if restored is None or not self.finite_variables.all_finite():
+            reinitialize_q_networks(self.bundle, self.config)
+            for variable in self.optimizer.variables:  # its moments may be non-finite too
+                variable.assign(tf.zeros_like(variable))
+            restored = "a fresh Q-network (no good checkpoint)"
+        self.non_finite.rolled_back()
+        if self.rollback_log.ready():
+            log.error("%s: rolled back to %s at train step %d (%d non-finite updates skipped and %d roll-backs so "
+                      "far; repeats are logged once a minute)", reason, restored, self.step,
+                      self.non_finite.skipped_total, self.non_finite.rollbacks)
 
     def apply_reset_request(self, step: int, requested: int) -> None:
         """Applies reset request `requested` at train step `step`: fresh Q-network, empty replay, epsilon from `step`.
@@ -169,12 +200,16 @@ class Learner:
 
     def save(self) -> None:
         """Writes a learner checkpoint at the current train step (a failed write is logged; training goes on)."""
+        if not self.weights_finite("checkpoint"):
+            return
         if self.checkpoints.save(self.bundle.train_step):
             log.info("checkpoint at train step %d", self.step)
         release_free_heap()  # freed heap of sampled batches stays in RSS otherwise
 
     def export(self, step: int) -> None:
         """Exports the greedy policy as a SavedModel under <root_dir>/learner/policy."""
+        if not self.weights_finite("policy export"):
+            return
         if self.policy_saver is None:
             self.policy_saver = policy_saver.PolicySaver(self.bundle.agent.policy, batch_size=None)
         try_write("policy export", export_policy, self.policy_saver, os.path.join(self.directory, "policy"), step)
@@ -204,8 +239,10 @@ class Learner:
             if index is None:
                 self._report_waiting_for_data(step, time.monotonic() - feed.idle_since)
                 continue
-            self._train_step(trainer, index, step)
-            step += config.train_steps_per_call
+            if self._train_step(trainer, index, step):
+                step += config.train_steps_per_call
+            else:  # skipped, or rolled back: the counter says where training stands
+                step = self.step
             summaries.slot = index
             for trigger in triggers:
                 trigger(step)
@@ -230,16 +267,33 @@ class Learner:
                  config.replay_address)
         return client, publisher
 
-    def _train_step(self, trainer: StagedTrainer, index: int, step: int) -> None:
-        """train_steps_per_call SGD steps on staged slot `index`; with prioritized replay, new priorities out."""
-        if self.priorities is None:
-            trainer.train(index)
-            return
-        sample_info = trainer.sample_info(index)
-        weights = importance_weights(sample_info.probability, sample_info.table_size,
-                                     importance_beta(self.config, step))
-        rows = np.repeat(weights, self.layout.transitions_per_item)  # one weight per transition
-        self.priorities.submit(sample_info.key, self.layout.item_td_errors(trainer.train_weighted(index, rows)))
+    def _train_step(self, trainer: StagedTrainer, index: int, step: int) -> bool:
+        """train_steps_per_call SGD steps on staged slot `index`; with prioritized replay, new priorities out.
+
+        False when a step's loss was NaN or infinite: that update was skipped (counted; a run of them rolls back).
+        """
+        try:
+            if self.priorities is None:
+                trainer.train(index)
+            else:
+                sample_info = trainer.sample_info(index)
+                weights = importance_weights(sample_info.probability, sample_info.table_size,
+                                             importance_beta(self.config, step))
+                rows = np.repeat(weights, self.layout.transitions_per_item)  # one weight per transition
+                td_errors = trainer.train_weighted(index, rows)
+                self.priorities.submit(sample_info.key, self.layout.item_td_errors(td_errors))
+        except tf.errors.InvalidArgumentError as error:
+            if not is_non_finite_loss(error):
+                raise
+            # The loss check and the optimizer's update are not ordered inside the graph call, so the update may
+            # have run: check the weights now rather than at the next publication.
+            if self.non_finite.skipped():
+                self.roll_back(f"{self.non_finite.max_in_a_row} non-finite losses in a row")
+            elif not self.finite_variables.all_finite():
+                self.roll_back("a non-finite loss left non-finite weights")
+            return False
+        self.non_finite.applied()
+        return True
 
     def _report_waiting_for_data(self, step: int, waited: float) -> None:
         """Logs, records and reports a wait for data of no_data_timeout_s or more (throttled by `no_data_log`)."""
@@ -280,6 +334,8 @@ class Learner:
             "charts/sgd_steps_per_sec": sgd_rate,
             "charts/epsilon_schedule": epsilon_at(self.config, step - int(self.exploration_start.numpy())),
             "charts/publish_lag": step - max(publisher.published_step, 0),
+            "charts/non_finite_updates": self.non_finite.skipped_total,
+            "charts/rollbacks": self.non_finite.rollbacks,
             **{f"replay/{key}": value for key, value in replay.items()},
         }
         if self.priorities is not None:

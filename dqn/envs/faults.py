@@ -1,9 +1,10 @@
 """Sub-environments that raise: recreated and reset instead of ending the process.
 
-A user's env may raise now and then (a simulator hiccup, a bad state). `RecoveringEnv` wraps each sub-env of
-the vector env: an exception in `step` ends that env's episode as a truncation (the step carries the last good
-observation and reward 0, and `GymnasiumVectorEnvironment.faulted` marks it); the vector env's autoreset then
-calls `reset`, which recreates the env from its factory and resets it. An env that fails `RESET_ATTEMPTS`
+A user's env may raise now and then (a simulator hiccup, a bad state), hang (dqn/envs/call_timer.py), or return
+NaN or infinity. `RecoveringEnv` wraps each sub-env of the vector env: an exception in `step`, a call past its time
+limit, or a non-finite observation or reward (found by the vector env, `mark_non_finite`) ends that env's episode
+as a truncation (the step carries the last good observation and reward 0, and `GymnasiumVectorEnvironment.faulted`
+marks it); the next call to the sub-env recreates it from its factory and resets it. An env that fails `RESET_ATTEMPTS`
 times in a row at reset is broken, not flaky: `EnvFailed` ends the process with one line. `RestartBudget`
 bounds the restarts per window of env steps, so an env that fails on most steps ends the process too.
 """
@@ -11,6 +12,7 @@ bounds the restarts per window of env steps, so an env that fails on most steps 
 from __future__ import annotations
 
 import collections
+import copy
 import dataclasses
 import logging
 import traceback
@@ -18,8 +20,8 @@ from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
-import numpy as np
 
+from dqn.envs.call_timer import EnvCallTimer
 from dqn.errors import ServiceError
 
 log = logging.getLogger("envs")
@@ -50,18 +52,22 @@ class RecoveringEnv(gym.Wrapper):
     """A sub-env that recreates itself (from `make_env`) after it raises; faults go to the shared `faults` list."""
 
     def __init__(self, env: gym.Env, make_env: Callable[[], gym.Env], index: int, faults: list[EnvFault],
-                 env_id: str):
+                 env_id: str, timer: EnvCallTimer | None = None):
         super().__init__(env)
         self._make_env = make_env
         self._index = index
         self._faults = faults
         self._env_id = env_id
+        self._timer = timer or EnvCallTimer(0)
         self._broken = False
+        self._reset_at_next_step = False  # set by mark_non_finite when the vector env will not reset it itself
+        self._recreations = 0  # how many times this sub-env was made anew (each gets a seed of its own)
         self._last_observation: Any = None
         self._seed: int | None = None
 
-    def _record(self, phase: str, error: BaseException) -> None:
-        fault = EnvFault(self._index, phase, _describe(error), traceback.format_exc())
+    def _record(self, phase: str, error: BaseException | str, trace: str | None = None) -> None:
+        description = error if isinstance(error, str) else _describe(error)
+        fault = EnvFault(self._index, phase, description, traceback.format_exc() if trace is None else trace)
         log_fault(self._env_id, fault)  # now: a fault that ends the process is in the log before the exit line
         self._faults.append(fault)
 
@@ -71,30 +77,46 @@ class RecoveringEnv(gym.Wrapper):
             self._seed = seed
         elif self._broken and self._seed is not None:
             # A recreated env gets a seed of its own, so the run stays reproducible without replaying the failure.
-            seed = self._seed + 1_000_003 * len(self._faults)
+            seed = self._seed + 1_000_003 * (self._recreations + 1)
+        self._reset_at_next_step = False
         last: BaseException | None = None
         for attempt in range(RESET_ATTEMPTS):
             try:
-                if self._broken:
-                    self._recreate()
-                observation, info = self.env.reset(seed=seed, options=options)
+                self._timer.enter(f"env {self._env_id!r} sub-env {self._index} reset")
+                try:
+                    if self._broken:
+                        self._recreate()
+                    observation, info = self.env.reset(seed=seed, options=options)
+                finally:
+                    self._timer.leave()
             except Exception as error:  # noqa: BLE001 - any error of a user's env: recreate it
                 self._record("reset", error)
                 self._broken = True
-                seed = None if self._seed is None else self._seed + 1_000_003 * (len(self._faults) + attempt)
+                seed = None if self._seed is None else self._seed + 1_000_003 * (self._recreations + 2 + attempt)
                 last = error
                 continue
             self._broken = False
-            self._last_observation = np.array(observation, copy=True)
+            self._last_observation = copy.deepcopy(observation)
             return observation, info
         raise EnvFailed(f"env {self._env_id!r} (sub-env {self._index}) failed at reset {RESET_ATTEMPTS} times in "
                         f"a row, recreated each time; last error: {_describe(last)}. Fix the env (its traceback is "
                         "in the log above)") from None
 
     def step(self, action: Any) -> tuple[Any, Any, bool, bool, dict]:
-        """Steps the env; if it raises, ends the episode as a truncation with the last good observation."""
+        """Steps the env; if it raises or hangs, ends the episode as a truncation with the last good observation.
+
+        After `mark_non_finite` the env is recreated and reset instead, and the reset observation comes back as
+        this step's (the vector env labels it the first step of an episode).
+        """
+        if self._reset_at_next_step:
+            observation, info = self.reset()
+            return observation, 0.0, False, False, info
         try:
-            observation, reward, terminated, truncated, info = self.env.step(action)
+            self._timer.enter(f"env {self._env_id!r} sub-env {self._index} step")
+            try:
+                observation, reward, terminated, truncated, info = self.env.step(action)
+            finally:
+                self._timer.leave()
         except Exception as error:  # noqa: BLE001 - any error of a user's env: recreate it at the reset
             self._record("step", error)
             self._broken = True
@@ -102,7 +124,18 @@ class RecoveringEnv(gym.Wrapper):
         self._last_observation = observation
         return observation, reward, terminated, truncated, info
 
+    def mark_non_finite(self, what: str, last_good_observation: Any) -> None:
+        """The last step returned NaN or infinity in `what`: a fault like an exception; recreated before its next step.
+
+        `last_good_observation` replaces the bad one as what the next fault would repeat.
+        """
+        self._record("step", f"non-finite {what} (NaN or infinity)", trace="")
+        self._broken = True
+        self._reset_at_next_step = True
+        self._last_observation = last_good_observation
+
     def _recreate(self) -> None:
+        self._recreations += 1
         try:
             self.env.close()
         except Exception:  # noqa: BLE001 - the old env is broken; closing it is best effort
@@ -136,5 +169,6 @@ class RestartBudget:
 
 def log_fault(env_id: str, fault: EnvFault) -> None:
     """One log entry per fault, with the env's traceback."""
-    log.warning("env %r sub-env %d raised in %s (%s); recreating and resetting it, its episode is dropped\n%s",
-                env_id, fault.index, fault.phase, fault.error, fault.traceback.rstrip())
+    trace = f"\n{fault.traceback.rstrip()}" if fault.traceback else ""
+    log.warning("env %r sub-env %d failed in %s (%s); recreating and resetting it, its episode is dropped%s",
+                env_id, fault.index, fault.phase, fault.error, trace)

@@ -16,7 +16,7 @@ from tf_agents.specs import array_spec
 from tf_agents.trajectories import time_step as ts
 
 from dqn.envs.making import EnvOptions, make_gym_env
-from dqn.envs.spaces import action_spec, observation_spec
+from dqn.envs.spaces import action_spec, observation_converter, observation_spec
 
 
 class GymnasiumEnvironment(py_environment.PyEnvironment):
@@ -28,7 +28,7 @@ class GymnasiumEnvironment(py_environment.PyEnvironment):
         self._observation_spec = observation_spec(self._env.observation_space)
         self._action_spec = action_spec(self._env.action_space)
         self._seed = seed
-        self._dtype = self._observation_spec.dtype
+        self._convert = observation_converter(self._observation_spec)
 
     @property
     def gym(self) -> gym.Env:
@@ -47,11 +47,11 @@ class GymnasiumEnvironment(py_environment.PyEnvironment):
         # The seed applies to the first reset only; later resets continue the same RNG stream.
         observation, _ = self._env.reset(seed=self._seed)
         self._seed = None
-        return ts.restart(np.asarray(observation, dtype=self._dtype))
+        return ts.restart(self._convert(observation))
 
     def _step(self, action: np.ndarray) -> ts.TimeStep:
         observation, reward, terminated, truncated, _ = self._env.step(int(action))
-        observation = np.asarray(observation, dtype=self._dtype)
+        observation = self._convert(observation)
         reward = np.asarray(reward, dtype=np.float32)
         if terminated:
             return ts.termination(observation, reward)

@@ -13,13 +13,15 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+import tensorflow as tf
 from tf_agents.environments import py_environment
 from tf_agents.specs import array_spec
 from tf_agents.trajectories import time_step as ts
 
-from dqn.envs.faults import EnvFault, RecoveringEnv, RestartBudget
+from dqn.envs.call_timer import EnvCallTimer
+from dqn.envs.faults import RESET_ATTEMPTS, EnvFailed, EnvFault, RecoveringEnv, RestartBudget
 from dqn.envs.making import DEFAULT_OPTIONS, EnvOptions, env_specs, env_wrappers, gym_make_kwargs
-from dqn.envs.spaces import action_spec, observation_spec
+from dqn.envs.spaces import action_spec, is_nested, observation_converter, observation_spec
 
 
 class GymnasiumVectorEnvironment(py_environment.PyEnvironment):
@@ -34,7 +36,8 @@ class GymnasiumVectorEnvironment(py_environment.PyEnvironment):
     """
 
     def __init__(self, env_id: str, num_envs: int, seed: int | None = None, options: EnvOptions | None = None,
-                 max_restarts: int | None = None, restart_window: int = 10_000, **make_kwargs: Any):
+                 max_restarts: int | None = None, restart_window: int = 10_000, call_timeout_s: float = 0.0,
+                 **make_kwargs: Any):
         super().__init__(handle_auto_reset=False)  # the vector env resets finished envs itself
         options = options or DEFAULT_OPTIONS
         env_specs(env_id, options)  # validates the id and spaces before building N copies
@@ -48,12 +51,18 @@ class GymnasiumVectorEnvironment(py_environment.PyEnvironment):
             return env
 
         self._faults: list[EnvFault] = []
+        self._timer = EnvCallTimer(call_timeout_s)
         index = itertools.count()  # SyncVectorEnv makes its sub-envs in order: the n-th made is sub-env n
+        self._sub_envs: list[RecoveringEnv] = []
+
+        def recovering(env: gym.Env) -> RecoveringEnv:
+            sub_env = RecoveringEnv(env, make_env, next(index), self._faults, env_id, self._timer)
+            self._sub_envs.append(sub_env)
+            return sub_env
+
         self._vector_env = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="sync",
                                         vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.NEXT_STEP},
-                                        wrappers=[*wrappers, lambda env: RecoveringEnv(env, make_env, next(index),
-                                                                                        self._faults, env_id)],
-                                        **kwargs)
+                                        wrappers=[*wrappers, recovering], **kwargs)
         self._env_id = env_id
         self._budget = RestartBudget(env_id, max_restarts, restart_window)
         self._steps = 0
@@ -64,9 +73,13 @@ class GymnasiumVectorEnvironment(py_environment.PyEnvironment):
         self._num_envs = num_envs
         self._observation_spec = observation_spec(self._vector_env.single_observation_space)
         self._action_spec = action_spec(self._vector_env.single_action_space)
-        self._dtype = self._observation_spec.dtype
+        self._convert = observation_converter(self._observation_spec)
+        self._nested = is_nested(self._observation_spec)
+        self._float_parts = [i for i, spec in enumerate(tf.nest.flatten(self._observation_spec))
+                             if np.issubdtype(spec.dtype, np.floating)]
         self._seed = seed
         self._episode_ended = np.zeros(num_envs, dtype=bool)
+        self._observation: Any = None  # the last batch handed out: every env's last finite observation
 
     @property
     def batched(self) -> bool:
@@ -91,19 +104,98 @@ class GymnasiumVectorEnvironment(py_environment.PyEnvironment):
         self._seed = seed
 
     def _reset(self) -> ts.TimeStep:
-        observation, _ = self._vector_env.reset(seed=self._seed)
+        armed = self._timer.arm()
+        try:
+            observation, _ = self._vector_env.reset(seed=self._seed)
+        finally:
+            if armed:
+                self._timer.disarm()
         self._seed = None
         self._episode_ended[:] = False
         self.first_step_fault[:] = -1
         self._steps_at_reset = self._steps
+        observation = self._convert(observation)
+        if not self._all_finite(observation, np.zeros(self._num_envs)):
+            observation = self._reset_non_finite(observation)
         self._take_faults()
-        return ts.restart(np.asarray(observation, dtype=self._dtype), batch_size=self._num_envs)
+        self._observation = observation
+        return ts.restart(observation, batch_size=self._num_envs)
+
+    def _reset_non_finite(self, observation: Any) -> Any:
+        """Sub-envs whose reset observation is not finite are recreated and reset again, RESET_ATTEMPTS times."""
+        for _ in range(RESET_ATTEMPTS):
+            bad = self._non_finite_envs(observation, np.zeros(self._num_envs))
+            if not bad:
+                return observation
+            for index, what in bad.items():
+                sub_env = self._sub_envs[index]
+                sub_env.mark_non_finite(what, None)
+                fresh = self._convert(sub_env.reset()[0])
+                observation = tf.nest.map_structure(_with_row(index), observation, fresh)
+        bad = self._non_finite_envs(observation, np.zeros(self._num_envs))
+        if bad:
+            index, what = next(iter(bad.items()))
+            raise EnvFailed(f"env {self._env_id!r} (sub-env {index}) returned a non-finite {what} at reset "
+                            f"{RESET_ATTEMPTS + 1} times in a row, recreated each time. Fix the env")
+        return observation
 
     def _step(self, action: np.ndarray) -> ts.TimeStep:
-        observation, reward, terminated, truncated, _ = self._vector_env.step(np.asarray(action))
+        armed = self._timer.arm()
+        try:
+            observation, reward, terminated, truncated, _ = self._vector_env.step(np.asarray(action))
+        finally:
+            if armed:
+                self._timer.disarm()
         self._steps += self._num_envs
+        observation = self._convert(observation)
+        if not self._all_finite(observation, reward):
+            observation, reward, truncated = self._drop_non_finite(observation, reward, truncated)
         self._take_faults()
+        self._observation = observation
         return self.time_step_from_gym(observation, reward, terminated, truncated)
+
+    def _all_finite(self, observation: Any, reward: np.ndarray) -> bool:
+        """One vectorized check of the batch (the float parts of the observation and the rewards)."""
+        if not np.isfinite(reward).all():
+            return False
+        if not self._float_parts:
+            return True
+        if not self._nested:
+            return bool(np.isfinite(observation).all())
+        parts = tf.nest.flatten(observation)
+        return all(np.isfinite(parts[i]).all() for i in self._float_parts)
+
+    def _non_finite_envs(self, observation: Any, reward: np.ndarray) -> dict[int, str]:
+        """Sub-env index -> what was not finite ("reward", "observation", or both)."""
+        bad: dict[int, list[str]] = {}
+        for index in np.flatnonzero(~np.isfinite(reward)):
+            bad.setdefault(int(index), []).append("reward")
+        parts = tf.nest.flatten(observation)
+        for i in self._float_parts:
+            rows = ~np.isfinite(parts[i].reshape(self._num_envs, -1)).all(axis=1)
+            for index in np.flatnonzero(rows):
+                if "observation" not in bad.setdefault(int(index), []):
+                    bad[int(index)].append("observation")
+        return {index: " and ".join(what) for index, what in bad.items()}
+
+    def _drop_non_finite(self, observation: Any, reward: np.ndarray, truncated: np.ndarray) -> tuple:
+        """NaN or infinity is an env fault, handled like an exception of the env.
+
+        The step ends the episode as a truncation with the env's last finite observation and reward 0, and the
+        sub-env is recreated before its next step.
+        """
+        bad = self._non_finite_envs(observation, reward)
+        rows = np.zeros(self._num_envs, dtype=bool)
+        rows[list(bad)] = True
+        previous = self._observation
+        observation = tf.nest.map_structure(
+            lambda new, old: np.where(rows.reshape((-1,) + (1,) * (new.ndim - 1)), old, new), observation, previous)
+        for index, what in bad.items():
+            self._sub_envs[index].mark_non_finite(what, tf.nest.map_structure(lambda part, i=index: part[i].copy(),
+                                                                               previous))
+        # A restarting env's FIRST step cannot end its episode: it becomes a LAST step of the last good observation.
+        self._episode_ended[rows] = False
+        return observation, np.where(rows, 0.0, reward), np.asarray(truncated) | rows
 
     def _take_faults(self) -> None:
         """Logs and counts the faults of the last reset or step; `faulted` marks envs whose step raised."""
@@ -127,8 +219,17 @@ class GymnasiumVectorEnvironment(py_environment.PyEnvironment):
         discount = np.where(terminated & ~restarted, 0.0, 1.0).astype(np.float32)
         reward = np.where(restarted, 0.0, reward).astype(np.float32)
         self._episode_ended = ended & ~restarted
-        return ts.TimeStep(step_type, reward, discount, np.asarray(observation, dtype=self._dtype))
+        return ts.TimeStep(step_type, reward, discount, observation)
 
     def close(self) -> None:
         """Closes all envs."""
         self._vector_env.close()
+
+
+def _with_row(index: int):
+    """A function (batch part, one env's part) -> the batch part with row `index` replaced."""
+    def replace(batch: np.ndarray, row: np.ndarray) -> np.ndarray:
+        batch = np.array(batch, copy=True)
+        batch[index] = row
+        return batch
+    return replace

@@ -22,13 +22,13 @@ def batched_actions(policy, batch_size: int | None = None) -> Callable[[ts.TimeS
     an env's state itself when that env's step is FIRST, so episode starts need no bookkeeping here.
     """
     if not policy.policy_state_spec:
-        graphs: dict[tuple, Callable[[np.ndarray], np.ndarray]] = {}
+        graphs: dict[tuple, Callable[[object], np.ndarray]] = {}
 
         def act(time_step: ts.TimeStep) -> np.ndarray:
-            shape = tuple(np.shape(time_step.observation))
-            if shape not in graphs:  # one graph per batch shape (host buffers have fixed shapes)
-                graphs[shape] = _feed_forward_actions(policy, shape)
-            return graphs[shape](time_step.observation)
+            batch = int(np.shape(tf.nest.flatten(time_step.observation)[0])[0])
+            if batch not in graphs:  # one graph per batch size (host buffers have fixed shapes)
+                graphs[batch] = _feed_forward_actions(policy, batch)
+            return graphs[batch](time_step.observation)
 
         return act
 
@@ -48,26 +48,33 @@ def batched_actions(policy, batch_size: int | None = None) -> Callable[[ts.TimeS
     return act_stateful
 
 
-def _feed_forward_actions(policy, observation_shape: tuple) -> Callable[[np.ndarray], np.ndarray]:
-    """Observations of one batch shape -> actions, one graph call that takes and returns no tensor.
+def _feed_forward_actions(policy, batch: int) -> Callable[[object], np.ndarray]:
+    """Observations of `batch` envs -> actions, one graph call that takes and returns no tensor.
 
     Only the observation goes in: a feed-forward Q-network reads nothing else of the TimeStep, and converting
-    the three other arguments cost CPU on every call. Observations and actions move through `dqn.graph_io` buffers,
-    not as tensor arguments and results (see docs/design.md, "Python<->TF boundary and memory").
+    the three other arguments cost CPU on every call. Observations (one buffer per part of a nested observation)
+    and actions move through `dqn.model.graph_io` buffers, not as tensor arguments and results (see
+    docs/design.md, "Python<->TF boundary and memory").
     """
-    observations = HostInput(observation_shape, policy.time_step_spec.observation.dtype)
-    actions = HostOutput(observation_shape[:1] + tuple(policy.action_spec.shape), policy.action_spec.dtype)
+    observation_spec = policy.time_step_spec.observation
+    inputs = [HostInput((batch, *spec.shape), spec.dtype) for spec in tf.nest.flatten(observation_spec)]
+    actions = HostOutput((batch, *policy.action_spec.shape), policy.action_spec.dtype)
+    nested = tf.nest.is_nested(observation_spec)
 
     @tf.function(autograph=False)
     def act():
-        observation = observations.read()
-        batch = tf.shape(observation)[:1]
-        actions.write(policy.action(ts.TimeStep(tf.fill(batch, tf.constant(ts.StepType.MID, tf.int32)),
-                                                tf.zeros(batch, tf.float32), tf.ones(batch, tf.float32),
+        observation = tf.nest.pack_sequence_as(observation_spec, [part.read() for part in inputs])
+        batch_shape = tf.shape(tf.nest.flatten(observation)[0])[:1]
+        actions.write(policy.action(ts.TimeStep(tf.fill(batch_shape, tf.constant(ts.StepType.MID, tf.int32)),
+                                                tf.zeros(batch_shape, tf.float32), tf.ones(batch_shape, tf.float32),
                                                 observation)).action)
 
-    def call(observation: np.ndarray) -> np.ndarray:
-        observations.set(observation)
+    def call(observation) -> np.ndarray:
+        if nested:
+            for part, value in zip(inputs, tf.nest.flatten(observation), strict=True):
+                part.set(value)
+        else:
+            inputs[0].set(observation)
         act()
         return actions.value.copy()
 

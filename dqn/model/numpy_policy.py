@@ -82,7 +82,9 @@ class HostQNetwork:
 
 def _mlp_structure(network, variables: list[tf.Variable]) -> tuple[list[_DenseLayer], np.ndarray | None] | None:
     """(Dense layers in call order, input scale or None) of an MLP QNetwork, or None for any other structure."""
-    if type(network) is not q_network.QNetwork or network.input_tensor_spec.dtype != tf.float32:
+    if type(network) is not q_network.QNetwork or tf.nest.is_nested(network.input_tensor_spec):
+        return None  # a nested observation has one encoder per part: the graph policy runs it
+    if network.input_tensor_spec.dtype != tf.float32:
         return None
     encoder, *head = network.layers
     if type(encoder) is not encoding_network.EncodingNetwork or len(head) != 1:

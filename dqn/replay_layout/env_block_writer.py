@@ -21,33 +21,33 @@ from tf_agents.trajectories import time_step as ts
 
 from dqn.replay_layout.items import REPLAY_TABLE
 from dqn.replay_layout.writing import (
-    TRAJECTORY_FIELDS,
     GroupedStreamWriter,
+    TrajectoryColumns,
     chunk_keeper_config,
     item_configs,
     priority_slot_fields,
 )
 
-#: A block has no column of its own: its priority slots follow the Trajectory fields.
-_PRIORITY_FIELDS = priority_slot_fields(TRAJECTORY_FIELDS)
 
-
-def _block_configs(num_blocks: int, table: str, length: int, send_priorities: bool) -> list:
+def _block_configs(num_blocks: int, fields: TrajectoryColumns, table: str, length: int, send_priorities: bool) -> list:
     """StructuredWriter configs for `num_blocks` blocks in one flat step (field-major: field * num_blocks + b).
 
-    Block b's item is the last `length` steps of its six Trajectory columns, made on every step once
-    `length` steps exist. With `send_priorities` (2-step items only) two scalar slots per block carry the
-    item's priority (writing.item_configs explains the alternation); the item carries its slot as
-    policy_info["initial_priority"] ([L], one value per step for the whole block).
+    Block b's item is the last `length` steps of its Trajectory columns, made on every step once `length` steps
+    exist. A block has no column of its own: with `send_priorities` (2-step items only) two scalar slots per
+    block follow the Trajectory's columns and carry the item's priority (writing.item_configs explains the
+    alternation); the item carries its slot as policy_info["initial_priority"] ([L], one value per step for the
+    whole block).
     """
-    fields = _PRIORITY_FIELDS[-1] + 1 if send_priorities else TRAJECTORY_FIELDS
-    step = [None] * (fields * num_blocks)
+    priority_fields = priority_slot_fields(fields.count)
+    columns = priority_fields[-1] + 1 if send_priorities else fields.count
+    step = [None] * (columns * num_blocks)
     ref = structured_writer.create_reference_step(step)
     full = structured_writer.Condition.step_index() >= length - 1
     configs = []
     for b in range(num_blocks):
-        slots = [slot * num_blocks + b for slot in _PRIORITY_FIELDS] if send_priorities else None
-        configs += item_configs(step, ref, lambda field, b=b: field * num_blocks + b, table, length, full, slots)
+        slots = [slot * num_blocks + b for slot in priority_fields] if send_priorities else None
+        configs += item_configs(step, ref, lambda field, b=b: field * num_blocks + b, table, length, full, fields,
+                                slots)
     return [*configs, chunk_keeper_config(ref, table, length)]
 
 
@@ -64,7 +64,7 @@ class BlockStreams(GroupedStreamWriter):
         self._envs_per_item = envs_per_item
         self._num_blocks = num_envs // envs_per_item
         super().__init__(client, num_envs, self._num_blocks,
-                         lambda blocks: _block_configs(blocks, table, sequence_length, send_priorities),
+                         lambda blocks, fields: _block_configs(blocks, fields, table, sequence_length, send_priorities),
                          sequence_length, send_priorities, observation_spec, action_spec)
 
     def block_priorities(self, env_priorities: np.ndarray) -> np.ndarray:
@@ -81,8 +81,7 @@ class BlockStreams(GroupedStreamWriter):
         self._check(action, next_time_step)
         blocks = (self._num_blocks, self._envs_per_item)
         columns = [np.asarray(column).reshape(blocks + np.shape(column)[1:])
-                   for column in (time_step.step_type, time_step.observation, action, next_time_step.step_type,
-                                  next_time_step.reward, next_time_step.discount)]
+                   for column in self.fields.of(time_step, action, next_time_step)]
         self._write([*columns, *self._priority_columns(priorities, self.block_priorities)])
         if self._appended >= self._sequence_length:
             self.items_created += self._num_blocks

@@ -20,33 +20,32 @@ from tf_agents.trajectories import time_step as ts
 
 from dqn.replay_layout.items import REPLAY_TABLE
 from dqn.replay_layout.writing import (
-    TRAJECTORY_FIELDS,
     GroupedStreamWriter,
+    TrajectoryColumns,
     chunk_keeper_config,
     item_configs,
     priority_slot_fields,
 )
 
-#: This writer's own column after the Trajectory fields: 1 where the step completes the env's item.
-_MAKE_ITEM = TRAJECTORY_FIELDS
-_PRIORITY_FIELDS = priority_slot_fields(_MAKE_ITEM + 1)
 
-
-def _stream_configs(num_envs: int, table: str, length: int, send_priorities: bool) -> list:
+def _stream_configs(num_envs: int, fields: TrajectoryColumns, table: str, length: int, send_priorities: bool) -> list:
     """StructuredWriter configs for `num_envs` streams in one flat step.
 
-    Env i's item is its last `length` steps, made when the step's make-item column (computed per env in
-    `TrajectoryStreams.append`) is 1; with `send_priorities` it carries the actor's priority (`item_configs`).
+    Env i's item is its last `length` steps, made when the step's make-item column (this writer's own column after
+    the Trajectory's, computed per env in `TrajectoryStreams.append`) is 1; with `send_priorities` it carries the
+    actor's priority (`item_configs`).
     """
-    fields = _PRIORITY_FIELDS[-1] + 1 if send_priorities else _MAKE_ITEM + 1
-    step = [None] * (fields * num_envs)
+    make_item_field = fields.count
+    priority_fields = priority_slot_fields(make_item_field + 1)
+    columns = priority_fields[-1] + 1 if send_priorities else make_item_field + 1
+    step = [None] * (columns * num_envs)
     ref = structured_writer.create_reference_step(step)
     make_item = structured_writer.Condition.data(step)
     configs = []
     for i in range(num_envs):
-        slots = [slot * num_envs + i for slot in _PRIORITY_FIELDS] if send_priorities else None
+        slots = [slot * num_envs + i for slot in priority_fields] if send_priorities else None
         configs += item_configs(step, ref, lambda field, i=i: field * num_envs + i, table, length,
-                                make_item[_MAKE_ITEM * num_envs + i] == 1, slots)
+                                make_item[make_item_field * num_envs + i] == 1, fields, slots)
     return [*configs, chunk_keeper_config(ref, table, length)]
 
 
@@ -62,9 +61,11 @@ class TrajectoryStreams(GroupedStreamWriter):
                  send_priorities: bool = False):
         # Reverb's StructuredWriter makes the items in C++ from patterns and conditions: one Python `append` per
         # group of envs per step instead of an append plus a create_item per env, which dominated an actor step.
-        super().__init__(client, num_envs, num_envs,
-                         lambda streams: _stream_configs(streams, table, sequence_length, send_priorities),
-                         sequence_length, send_priorities, observation_spec, action_spec)
+        def configs(streams: int, fields: TrajectoryColumns) -> list:
+            return _stream_configs(streams, fields, table, sequence_length, send_priorities)
+
+        super().__init__(client, num_envs, num_envs, configs, sequence_length, send_priorities, observation_spec,
+                         action_spec)
         self._run_past_episode_end = run_past_episode_end
         # Rule of the observer: steps of each env's current episode segment. Rule for n-step windows: a ring of
         # whether each of the last L appended steps was a boundary step (row appended % L holds step `appended`).
@@ -81,8 +82,7 @@ class TrajectoryStreams(GroupedStreamWriter):
         self._check(action, next_time_step)
         step_type = time_step.step_type
         make_item = self._make_items(step_type)
-        columns = [step_type, time_step.observation, action, next_time_step.step_type, next_time_step.reward,
-                   next_time_step.discount, make_item,
+        columns = [*self.fields.of(time_step, action, next_time_step), make_item,
                    *self._priority_columns(priorities, lambda env_priorities: np.asarray(env_priorities, np.float32))]
         self._write(columns)
         self.items_created += int(np.count_nonzero(make_item))

@@ -2,8 +2,9 @@
 
 Both writers append one flat step per group of streams (a stream is one env, or one block of envs) and let
 Reverb's StructuredWriter make the items in C++ from patterns and conditions. A stream's columns in the flat
-step are column-major (field by field, stream by stream): first the 6 Trajectory fields, then each writer's own
-columns, then with actor priorities the `PRIORITY_SLOTS` (see `item_configs` for why there are two).
+step are column-major (field by field, stream by stream): first the Trajectory's columns (`TrajectoryColumns`:
+one per observation part), then each writer's own columns, then with actor priorities the `PRIORITY_SLOTS` (see
+`item_configs` for why there are two).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import time
 
 import numpy as np
 import reverb
+import tensorflow as tf
 from reverb import structured_writer
 from tf_agents.trajectories import trajectory
 
@@ -28,9 +30,6 @@ MAX_PENDING_PER_WRITER = 32
 #: short cost the replay server about twice the memory per CartPole transition of 8-step chunks
 #: (docs/performance.md, "Scaling and cost").
 CHUNK_STEPS = 8
-#: Trajectory fields at the start of every stream's columns: step_type, observation, action, next_step_type,
-#: reward, discount (policy_info is not appended: it is empty, or the priority slots).
-TRAJECTORY_FIELDS = 6
 #: Priority columns per stream when actors send priorities: two, because adjacent 2-step items share a step
 #: (`item_configs`).
 PRIORITY_SLOTS = 2
@@ -41,11 +40,45 @@ def priority_slot_fields(first: int) -> list[int]:
     return list(range(first, first + PRIORITY_SLOTS))
 
 
+class TrajectoryColumns:
+    """Where the Trajectory's fields sit at the start of every stream's columns.
+
+    In order: step_type, each observation part, action, next_step_type, reward, discount (policy_info is not
+    appended: it is empty, or the priority slots). A nested (Dict/Tuple) observation takes one column per part,
+    in `tf.nest.flatten` order; without a spec the observation is one column.
+    """
+
+    def __init__(self, observation_spec=None):
+        self._observation_spec = observation_spec
+        self._parts = 1 if observation_spec is None else len(tf.nest.flatten(observation_spec))
+        self._nested = observation_spec is not None and tf.nest.is_nested(observation_spec)
+        self.count = 5 + self._parts
+
+    def of(self, time_step, action, next_time_step) -> list:
+        """The column values of one batched step, in column order."""
+        observation = tf.nest.flatten(time_step.observation) if self._nested else [time_step.observation]
+        return [time_step.step_type, *observation, action, next_time_step.step_type, next_time_step.reward,
+                next_time_step.discount]
+
+    def trajectory(self, leaves: list, policy_info) -> trajectory.Trajectory:
+        """A Trajectory (of references) from values in column order."""
+        observation = leaves[1:1 + self._parts]
+        if self._nested:
+            observation = tf.nest.pack_sequence_as(self._observation_spec, observation)
+        else:
+            observation = observation[0]
+        step_type, (action, next_step_type, reward, discount) = leaves[0], leaves[1 + self._parts:]
+        return trajectory.Trajectory(step_type=step_type, observation=observation, action=action,
+                                     policy_info=policy_info, next_step_type=next_step_type, reward=reward,
+                                     discount=discount)
+
+
 class InvalidItem(ValueError):
     """A step that does not match the table's specs: refused before anything is sent."""
 
 
-def item_configs(step: list, ref, column, table: str, length: int, made, slots: list[int] | None = None) -> list:
+def item_configs(step: list, ref, column, table: str, length: int, made, fields: TrajectoryColumns,
+                 slots: list[int] | None = None) -> list:
     """Configs that make one stream's item, a Trajectory of its last `length` steps, whenever `made` holds.
 
     `column(field)` is the flat position of the stream's Trajectory field. Without `slots` the item enters at
@@ -56,11 +89,10 @@ def item_configs(step: list, ref, column, table: str, length: int, made, slots: 
     its second, so the max is exactly that priority. The item carries its slot as policy_info (the function
     reads the item's own columns).
     """
-    leaf = [ref[column(field)][-length:] for field in range(TRAJECTORY_FIELDS)]
+    leaves = [ref[column(field)][-length:] for field in range(fields.count)]
 
     def item(policy_info):
-        return trajectory.Trajectory(step_type=leaf[0], observation=leaf[1], action=leaf[2], policy_info=policy_info,
-                                     next_step_type=leaf[3], reward=leaf[4], discount=leaf[5])
+        return fields.trajectory(leaves, policy_info)
 
     if slots is None:
         return [structured_writer.create_config(item(()), table, conditions=[made],
@@ -83,18 +115,23 @@ def chunk_keeper_config(ref, table: str, length: int):
         [ref[0][-max(CHUNK_STEPS, length):]], table, conditions=[structured_writer.Condition.step_index() < 0])
 
 
-def check_batch(observation: np.ndarray, action: np.ndarray, num_envs: int, observation_spec, action_spec) -> None:
-    """Vectorized checks of one batch of env steps: observation dtype/shape, action dtype/range, finiteness.
+def check_batch(observation, action: np.ndarray, num_envs: int, observation_spec, action_spec) -> None:
+    """Vectorized checks of one batch of env steps: observation dtypes/shapes, action dtype/range, finiteness.
 
     A spec of None skips its check. Raises InvalidItem before anything is sent.
     """
     if observation_spec is not None:
-        expected = (num_envs, *observation_spec.shape)
-        if observation.dtype != observation_spec.dtype or observation.shape != expected:
-            raise InvalidItem(f"observation batch {observation.dtype}{observation.shape} does not match the "
-                              f"table's {observation_spec.dtype}{expected}")
-        if observation.dtype.kind == "f" and not np.isfinite(observation).all():
-            raise InvalidItem("observation batch contains NaN or infinity")
+        try:
+            tf.nest.assert_same_structure(observation, observation_spec)
+        except (TypeError, ValueError):
+            raise InvalidItem(f"observation batch is not shaped like the table's {observation_spec}") from None
+        for part, spec in zip(tf.nest.flatten(observation), tf.nest.flatten(observation_spec), strict=True):
+            expected = (num_envs, *spec.shape)
+            if part.dtype != spec.dtype or part.shape != expected:
+                raise InvalidItem(f"observation batch {part.dtype}{part.shape} does not match the "
+                                  f"table's {spec.dtype}{expected}")
+            if part.dtype.kind == "f" and not np.isfinite(part).all():
+                raise InvalidItem("observation batch contains NaN or infinity")
     if action_spec is not None:
         if action.dtype != action_spec.dtype or action.shape != (num_envs,):
             raise InvalidItem(f"action batch {action.dtype}{action.shape} does not match {action_spec.dtype}")
@@ -146,7 +183,8 @@ class GroupedStreamWriter:
     """What both writers share: StructuredWriters over groups of streams, priority slots, backpressure, close.
 
     A stream is one env (`env_stream_writer.py`) or one block of envs (`env_block_writer.py`); each group of up to
-    STREAMS_PER_WRITER streams has its own StructuredWriter, made from `make_configs(streams in the group)`.
+    STREAMS_PER_WRITER streams has its own StructuredWriter, made from `make_configs(streams in the group,
+    the TrajectoryColumns)`.
     """
 
     def __init__(self, client: reverb.Client, num_envs: int, num_streams: int, make_configs, sequence_length: int,
@@ -158,9 +196,11 @@ class GroupedStreamWriter:
         self._send_priorities = send_priorities
         self._observation_spec = observation_spec
         self._action_spec = action_spec
+        self.fields = TrajectoryColumns(observation_spec)
         self._groups = [slice(start, min(start + STREAMS_PER_WRITER, num_streams))
                         for start in range(0, num_streams, STREAMS_PER_WRITER)]
-        self._writers = [client.structured_writer(make_configs(group.stop - group.start)) for group in self._groups]
+        self._writers = [client.structured_writer(make_configs(group.stop - group.start, self.fields))
+                         for group in self._groups]
         self._no_priorities = np.zeros(num_streams, dtype=np.float32)  # an opening slot's value, never written to
         self._appended = 0
         self.items_created = 0

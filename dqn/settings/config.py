@@ -40,7 +40,8 @@ class CommonConfig:
 
     root_dir: str = setting("runs/cartpole", "run directory for logs, summaries, checkpoints and the resolved "
                             "config.json")
-    env_id: str = setting("CartPole-v1", "gymnasium environment id; needs Discrete actions and Box observations")
+    env_id: str = setting("CartPole-v1", "gymnasium environment id (module:Id imports module first); needs "
+                          "Discrete actions")
     seed: int = setting(0, "base random seed; each actor and env derives its own from it", ge=0)
     replay_address: str = setting("localhost:8000", "host:port of the replay server")
     rpc_timeout_s: float = setting(10.0, "deadline of one remote call to the replay server, in seconds", gt=0)
@@ -49,6 +50,8 @@ class CommonConfig:
     preset: str | None = setting(None, "named group of settings (dqn/presets.py) applied below --config, DQN_* "
                                  "variables and flags; none = no preset", choices=PRESET_NAMES)
     max_episode_steps: int = setting(0, "truncate episodes after this many agent steps; 0 = the env's own limit", ge=0)
+    env_call_timeout_s: float = setting(20.0, "a sub-env step or reset still running after this many seconds is "
+                                        "abandoned and the sub-env recreated; 0 = no limit", ge=0)
     atari_noop_max: int = setting(30, "Atari only: at most this many no-op actions at reset", ge=0)
     atari_frame_skip: int = setting(4, "Atari only: emulator frames per agent action, max-pooled over the last 2", ge=1)
     atari_screen_size: int = setting(84, "Atari only: side of the square observation frame, in pixels", ge=8)
@@ -57,8 +60,9 @@ class CommonConfig:
     atari_frame_stack: int = setting(4, "Atari only: last frames stacked as observation channels", ge=1)
     atari_repeat_action_probability: float = setting(0.25, "Atari only: sticky-action probability (the emulator "
                                                      "repeats the previous action)", ge=0, le=1)
-    conv_layer_params: tuple[int, ...] | None = setting(None, "Q-network conv layers as filters,kernel,stride "
-                                                        "triples, e.g. 32,8,4,64,4,2,64,3,1; none = an MLP", ge=1)
+    conv_layer_params: tuple[int, ...] | None = setting(None, "Q-network conv layers for image observations as "
+                                                        "filters,kernel,stride triples, e.g. 32,8,4,64,4,2,64,3,1; "
+                                                        "none = chosen from the image size", ge=1)
     fc_layer_params: tuple[int, ...] = setting((256, 256), "Q-network hidden layer sizes, in units, e.g. 256,256; "
                                                "with lstm_size they follow the LSTM", ge=1)
     observation_scaling: str = setting("narrow", "MLP inputs, scaled inside the network: narrow = features whose Box "

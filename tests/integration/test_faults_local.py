@@ -81,7 +81,7 @@ def test_F11_a_flaky_user_env_is_recreated_and_the_run_goes_on(tmp_path):
     assert restarts > 0, output
     assert "role_restarts=0" in output
     actor_log = (tmp_path / "run" / "logs" / "actor-0.log").read_text()
-    assert "raised in step (EnvBug: simulated env bug" in actor_log and "Traceback" in actor_log
+    assert "failed in step (EnvBug: simulated env bug" in actor_log and "Traceback" in actor_log
     scalars = read_scalars(tmp_path / "run" / "actor-0")
     assert max(value for _, value in scalars["actor/env_restarts"]) > 0
     learner = read_progress(str(tmp_path / "run" / "learner"))

@@ -4,6 +4,7 @@ import dataclasses
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from dqn.envs.atari import is_atari
 from dqn.envs.making import EnvOptions, env_specs
@@ -65,11 +66,20 @@ def test_conv_layers_on_vector_observations_are_refused():
         DqnBuilder(CommonConfig(conv_layer_params=(32, 8, 4)))
 
 
-def test_image_observations_without_conv_layers_are_refused():
+def test_atari_frames_without_conv_layers_get_the_nature_stack():
     from dqn.builder import DqnBuilder
 
-    with pytest.raises(ConfigError, match=r"--conv-layer-params .*observes images \(84, 84, 4\).*--preset breakout"):
-        DqnBuilder(CommonConfig(env_id=BREAKOUT))
+    network = DqnBuilder(CommonConfig(env_id=BREAKOUT, fc_layer_params=(8,))).agent.q_network
+    convs = [layer for layer in network.layers[0].layers if isinstance(layer, tf.keras.layers.Conv2D)]
+    assert [(c.filters, c.kernel_size[0], c.strides[0]) for c in convs] == [(32, 8, 4), (64, 4, 2), (64, 3, 1)]
+
+
+def test_conv_layers_that_do_not_fit_the_image_are_refused_naming_the_layer():
+    from dqn.builder import DqnBuilder
+
+    with pytest.raises(ConfigError, match=r"--conv-layer-params .*layer 3 \(64,10,1\) needs at least 10x10 but "
+                                          r"gets 9x9 from an image of shape \(84, 84, 4\)"):
+        DqnBuilder(CommonConfig(env_id=BREAKOUT, conv_layer_params=(32, 8, 4, 64, 4, 2, 64, 10, 1)))
 
 
 def test_conv_agent_takes_uint8_observations():

@@ -1,5 +1,7 @@
 """Sub-environments that raise: recreated, their transition never trained on, their episode not counted."""
 
+import time
+
 import numpy as np
 import pytest
 import reverb
@@ -121,3 +123,40 @@ def test_block_items_mask_the_transition_of_a_step_that_raised():
         assert (step_type[0][repeated] == ts.StepType.LAST).all()
         masked += repeated.sum()
     assert masked > 0
+
+
+@pytest.mark.parametrize("env_id, where", [("tests.user_envs:NaNCartPole-v0", "observation"),
+                                           ("tests.user_envs:NaNRewardCartPole-v0", "reward")])
+def test_non_finite_steps_are_env_faults_and_never_leave_the_vector_env(env_id, where):
+    import tests.user_envs  # noqa: F401 - registers the envs
+
+    env = GymnasiumVectorEnvironment(env_id, 4, seed=0, every=20)
+    time_step = env.reset()
+    faults, restarted = 0, set()
+    for _ in range(300):
+        time_step = env.step(np.zeros(4, dtype=np.int64))
+        assert np.isfinite(time_step.observation).all() and np.isfinite(time_step.reward).all()
+        for index in np.flatnonzero(env.faulted):
+            assert time_step.step_type[index] == ts.StepType.LAST and time_step.reward[index] == 0.0
+            restarted.add(int(index))
+        faults += int(env.faulted.sum())
+    assert faults >= 5 and env.restarts == faults and restarted == {0, 1, 2, 3}
+    env.close()
+
+
+@pytest.mark.timeout(60)
+def test_a_hung_step_is_abandoned_and_the_other_envs_keep_stepping():
+    import tests.user_envs  # noqa: F401 - registers the envs
+
+    env = GymnasiumVectorEnvironment("tests.user_envs:HangingCartPole-v0", 3, seed=0, call_timeout_s=0.5,
+                                     every=40)
+    env.reset()
+    hung, started = 0, time.monotonic()
+    for _ in range(120):
+        time_step = env.step(np.zeros(3, dtype=np.int64))
+        hung += int(env.faulted.sum())
+        assert (time_step.step_type[env.faulted] == ts.StepType.LAST).all()
+    elapsed = time.monotonic() - started
+    assert hung >= 2 and env.restarts >= hung
+    assert elapsed < 0.5 * hung + 10  # each hang cost about its time limit, not forever
+    env.close()

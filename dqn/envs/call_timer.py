@@ -1,0 +1,66 @@
+"""A deadline on every call into a user's env: a `step` or `reset` that does not return is interrupted.
+
+A simulator waiting on a dead socket, a lock that is never released, a loop that never ends: the sub-env's call
+never returns and the actor would stop collecting for good. While a vector step runs on the main thread, a
+periodic `SIGALRM` checks how long the current sub-env call has run; past `limit_s` the handler raises
+`EnvCallTimeout` inside that call. `RecoveringEnv` treats it like any exception of the env: the step is dropped,
+the sub-env is recreated and the other sub-envs keep stepping.
+
+Why a signal and not a worker thread or process per sub-env: it costs two `setitimer` calls per vector step
+and one clock read per sub-env call, so envs stay in process at full speed. Blocking system calls (sockets,
+sleeps, locks) and Python code are interrupted; native code that never returns to Python (a C loop that
+ignores signals) is not. Only the main thread receives signals, so calls made from other threads (TF-Agents'
+`TFPyEnvironment` in the evaluator's in-graph loop) run without a deadline.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+
+
+class EnvCallTimeout(Exception):
+    """A sub-env's step or reset ran past the call time limit (raised inside the call)."""
+
+
+class EnvCallTimer:
+    """Arms SIGALRM around vector steps; `enter()` / `leave()` bracket each call into a sub-env."""
+
+    def __init__(self, limit_s: float):
+        self.limit_s = limit_s
+        self._entered_at: float | None = None
+        self._what = ""
+        # Checks often enough that a call is interrupted within about a tenth of its limit after it passes.
+        self._interval_s = min(1.0, max(0.01, limit_s / 10))
+
+    def enter(self, what: str) -> None:
+        """A call into a sub-env starts now (`what` names it in the error)."""
+        self._what = what
+        self._entered_at = time.monotonic()
+
+    def leave(self) -> None:
+        """The call returned (or raised)."""
+        self._entered_at = None
+
+    def arm(self) -> bool:
+        """Starts the periodic check for the calls of one vector step; False where it cannot run.
+
+        It cannot without a limit or off the main thread. Pair every True with `disarm()`.
+        """
+        if self.limit_s <= 0 or threading.current_thread() is not threading.main_thread():
+            return False
+        signal.signal(signal.SIGALRM, self._check)
+        signal.setitimer(signal.ITIMER_REAL, self._interval_s, self._interval_s)
+        return True
+
+    @staticmethod
+    def disarm() -> None:
+        """Stops the periodic check."""
+        signal.setitimer(signal.ITIMER_REAL, 0, 0)
+
+    def _check(self, _signum: int, _frame: object) -> None:
+        entered = self._entered_at
+        if entered is not None and time.monotonic() - entered >= self.limit_s:
+            self._entered_at = None
+            raise EnvCallTimeout(f"{self._what} did not return within {self.limit_s:g} s (--env-call-timeout-s)")

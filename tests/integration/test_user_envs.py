@@ -1,0 +1,65 @@
+"""Envs a user brings, run as a user would (`dqn-service local --env-id module:Id`, defaults otherwise).
+
+Every observation kind learns its small task (tests/user_envs.py: reward 1 when the action matches a bit that only
+the observation shows); NaN observations or rewards and a step that never returns are env faults, counted, and
+the run goes on with every role alive.
+"""
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.integration
+
+KINDS = ["BoolGrid-v0", "FloatGrid-v0", "ChannelsFirst-v0", "StateIndex-v0", "MultiDiscreteObs-v0",
+         "MultiBinaryObs-v0", "DictObs-v0", "TupleObs-v0"]
+ROLES_EXIT_0 = "exit codes: replay-server=0, learner=0, actor-0=0, actor-1=0, evaluator=0"
+
+
+def local(tmp_path, env_id: str, *flags: str, timeout_s: float = 240) -> str:
+    """`dqn-service local` on `tests.user_envs:<env_id>` (the tests package importable, as a user's module is)."""
+    command = [sys.executable, "-m", "launcher", "local", "--env-id", f"tests.user_envs:{env_id}",
+               "--root-dir", str(tmp_path / "run"), *flags]
+    result = subprocess.run(command, capture_output=True, text=True, cwd=REPO, timeout=timeout_s,
+                            env={**os.environ, "PYTHONPATH": str(REPO)})
+    return result.stdout + result.stderr
+
+
+def summary(output: str) -> dict[str, str]:
+    line = next(line for line in output.splitlines() if line.startswith("summary:"))
+    return dict(re.findall(r"(\w+)=(\S+)", line))
+
+
+@pytest.mark.parametrize("name", KINDS)
+def test_every_observation_kind_learns_with_the_defaults(tmp_path, name):
+    output = local(tmp_path, name, "--max-wall-time-s", "120")
+    assert summary(output)["solved"] == "yes", output
+    assert ROLES_EXIT_0 in output, output
+
+
+@pytest.mark.parametrize("name", ["NaNCartPole-v0", "NaNRewardCartPole-v0"])
+def test_non_finite_observations_and_rewards_are_env_faults(tmp_path, name):
+    output = local(tmp_path, name, "--max-train-steps", "2000", "--target-return", "1e9", "--max-wall-time-s", "150")
+    figures = summary(output)
+    assert int(figures["env_restarts"]) > 0 and figures["role_restarts"] == "0", output
+    assert int(figures["train_steps"]) >= 2000, output
+    assert ROLES_EXIT_0 in output, output
+    actor_log = (tmp_path / "run" / "logs" / "actor-0.log").read_text()
+    assert "non-finite" in actor_log and "Traceback" not in actor_log
+
+
+def test_a_step_that_never_returns_does_not_stall_the_actors(tmp_path):
+    output = local(tmp_path, "OftenHangingCartPole-v0", "--env-call-timeout-s", "1", "--max-train-steps", "1500",
+                   "--target-return", "1e9",
+                   "--max-wall-time-s", "150")
+    figures = summary(output)
+    assert int(figures["env_restarts"]) > 0 and figures["role_restarts"] == "0", output
+    assert int(figures["train_steps"]) >= 1500, output  # training went on past the hangs
+    assert ROLES_EXIT_0 in output, output  # and every role stopped on SIGTERM, none had to be killed
+    actor_log = (tmp_path / "run" / "logs" / "actor-0.log").read_text()
+    assert "did not return within 1 s" in actor_log

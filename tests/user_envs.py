@@ -1,0 +1,136 @@
+"""Small user envs of every observation kind and misbehaviour, registered as `tests.user_envs:<id>`.
+
+Each is a short task with a learnable signal: the reward is 1 when the action matches a bit of the observation,
+so every part of the observation must reach the Q-network for the greedy policy to score well.
+
+- BoolGrid-v0: a (6, 6, 2) bool grid (a MinAtar-like image of object channels).
+- FloatGrid-v0: the same grid as float32.
+- ChannelsFirst-v0: a (2, 12, 12) uint8 image, channels first.
+- StateIndex-v0: a Discrete(8) state index.
+- MultiDiscreteObs-v0 / MultiBinaryObs-v0: vectors of indices / bits.
+- DictObs-v0: {"image": (8, 8, 3) uint8, "position": Discrete(5), "velocity": Box(2)} (image + vector).
+- TupleObs-v0: (Discrete(4), Box(3) float64).
+- TextObs-v0: a Text observation (refused at start).
+- NaNCartPole-v0 / NaNRewardCartPole-v0: CartPole returning NaN in the observation / reward once in ~5,000 steps.
+- HangingCartPole-v0 / OftenHangingCartPole-v0: CartPole whose step blocks for good (as on a dead socket) once in
+  ~50,000 / ~3,000 steps.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.envs.classic_control.cartpole import CartPoleEnv
+
+
+class MatchTheBit(gym.Env):
+    """Two actions; reward 1 when the action equals the hidden bit that the observation encodes. 20 steps."""
+
+    def __init__(self, observation_space: gym.Space, encode):
+        self.observation_space = observation_space
+        self.action_space = gym.spaces.Discrete(2)
+        self._encode = encode
+        self._bit = 0
+        self._steps = 0
+
+    def _observe(self):
+        self._bit = int(self.np_random.integers(2))
+        return self._encode(self._bit, self.np_random)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self._steps = 0
+        return self._observe(), {}
+
+    def step(self, action):
+        reward = 1.0 if int(action) == self._bit else 0.0
+        self._steps += 1
+        return self._observe(), reward, False, self._steps >= 20, {}
+
+
+def _grid(bit, rng, dtype=np.bool_, shape=(6, 6, 2)):
+    grid = np.zeros(shape, dtype)
+    grid[rng.integers(shape[0]), rng.integers(shape[1]), bit] = 1
+    return grid
+
+
+def _channels_first(bit, rng):
+    image = np.zeros((2, 12, 12), np.uint8)
+    image[bit, rng.integers(12), rng.integers(12)] = 255
+    return image
+
+
+def _dict(bit, rng):
+    image = rng.integers(0, 50, (8, 8, 3)).astype(np.uint8)
+    return {"image": image, "position": int(2 * bit + rng.integers(2)),
+            "velocity": rng.normal(0, 1, 2).astype(np.float32)}
+
+
+SPACES = {
+    "BoolGrid-v0": (gym.spaces.Box(0, 1, (6, 6, 2), np.bool_), _grid),
+    "FloatGrid-v0": (gym.spaces.Box(0.0, 1.0, (6, 6, 2), np.float32), lambda b, r: _grid(b, r, np.float32)),
+    "ChannelsFirst-v0": (gym.spaces.Box(0, 255, (2, 12, 12), np.uint8), _channels_first),
+    "StateIndex-v0": (gym.spaces.Discrete(8), lambda b, r: int(4 * b + r.integers(4))),
+    "MultiDiscreteObs-v0": (gym.spaces.MultiDiscrete([3, 4, 5]),
+                            lambda b, r: np.array([r.integers(3), 2 * b + r.integers(2), r.integers(5)])),
+    "MultiBinaryObs-v0": (gym.spaces.MultiBinary(4), lambda b, r: np.array([b, *r.integers(0, 2, 3)], np.int8)),
+    "DictObs-v0": (gym.spaces.Dict({"image": gym.spaces.Box(0, 255, (8, 8, 3), np.uint8),
+                                    "position": gym.spaces.Discrete(5),
+                                    "velocity": gym.spaces.Box(-np.inf, np.inf, (2,), np.float32)}), _dict),
+    "TupleObs-v0": (gym.spaces.Tuple((gym.spaces.Discrete(4), gym.spaces.Box(-1.0, 1.0, (3,), np.float64))),
+                    lambda b, r: (int(2 * b + r.integers(2)), r.uniform(-1, 1, 3))),
+    "TextObs-v0": (gym.spaces.Text(8), lambda b, r: "ab" if b else "ba"),
+}
+
+
+def make_match_env(name: str) -> MatchTheBit:
+    """The MatchTheBit env of one SPACES entry."""
+    space, encode = SPACES[name]
+    return MatchTheBit(space, encode)
+
+
+class NaNCartPole(CartPoleEnv):
+    """CartPole whose observation (or reward) is NaN on a step with probability 1 / `every` (a sim blowing up)."""
+
+    def __init__(self, every: int = 5000, where: str = "observation", **kwargs):
+        super().__init__(**kwargs)
+        self.every, self.where = every, where
+
+    def step(self, action):
+        observation, reward, terminated, truncated, info = super().step(action)
+        if self.np_random.random() < 1 / self.every:
+            if self.where == "observation":
+                observation = np.full_like(observation, np.nan)
+            else:
+                reward = float("nan")
+        return observation, reward, terminated, truncated, info
+
+
+class HangingCartPole(CartPoleEnv):
+    """CartPole whose step blocks for good (a wait that never ends) with probability 1 / `every` per step."""
+
+    def __init__(self, every: int = 50_000, **kwargs):
+        super().__init__(**kwargs)
+        self.every = every
+
+    def step(self, action):
+        if self.np_random.random() < 1 / self.every:
+            threading.Event().wait()  # never set: as a simulator waiting on a dead socket
+        return super().step(action)
+
+
+def _register() -> None:
+    for name in SPACES:
+        if name not in gym.registry:
+            gym.register(name, entry_point=make_match_env, kwargs={"name": name}, reward_threshold=19.0)
+    for name, entry, kwargs in (("NaNCartPole-v0", NaNCartPole, {}),
+                                ("NaNRewardCartPole-v0", NaNCartPole, {"where": "reward"}),
+                                ("HangingCartPole-v0", HangingCartPole, {}),
+                                ("OftenHangingCartPole-v0", HangingCartPole, {"every": 3000})):
+        if name not in gym.registry:
+            gym.register(name, entry_point=entry, kwargs=kwargs, max_episode_steps=500, reward_threshold=475.0)
+
+
+_register()
