@@ -1,7 +1,7 @@
 """The actor process: N parallel envs, batched epsilon-greedy inference, replay items written through the layout.
 
 Loop: random warm-up steps, then the agent's collect policy on the whole batch of envs, one call per step:
-in numpy for a plain MLP Q-network (dqn/numpy_policy.py), else one `tf.function` call; weights are swapped in
+in numpy for a plain MLP Q-network (dqn/model/numpy_policy.py), else one `tf.function` call; weights are swapped in
 from the `WeightsPuller` without ever blocking.
 """
 
@@ -175,7 +175,7 @@ class Actor:
         if self.stats.recent_returns:
             scalars.update({"actor/average_return": self.stats.average_return(),
                             "actor/average_episode_length": self.stats.average_length()})
-        self.scalars.write(self.env_steps, scalars)  # one graph call (dqn/summaries.py)
+        self.scalars.write(self.env_steps, scalars)  # one graph call (dqn/process/summaries.py)
         write_progress(self.summary_dir, env_steps=self.env_steps, env_steps_per_sec=rate,
                        episodes=self.stats.episodes, env_restarts=self.env.restarts,
                        weights_train_step=self.weights_step, items=self.writer.items_created, status=self.status)

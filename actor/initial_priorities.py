@@ -2,7 +2,7 @@
 
 For env i's transition t -> t + 1 (reward r, discount d): δ = r + γ·d·max_a Q(s_{t+1}, a) − Q(s_t, a_t). The
 actor computes Q(s_{t+1}) anyway to choose a_{t+1}, so the priority of the item that step t + 1 completes
-costs one gather and one max per env, scaled like the learner's updates (dqn/priority.py).
+costs one gather and one max per env, scaled like the learner's updates (dqn/replay_layout/priority_scale.py).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ For each num_envs, side by side in one run against one real replay server (no le
   ceiling  raw gymnasium sync vector env (NEXT_STEP autoreset), random actions: env steps/s
   ours     `actor.collect.Actor` (collect policy on published weights, writes blocks of --envs-per-item envs):
            transitions landing in the replay table per second (server's insert count before/after, after a
-           flush, times the envs per item); its policy runs in numpy (the default, dqn/numpy_policy.py)
+           flush, times the envs per item); its policy runs in numpy (the default, dqn/model/numpy_policy.py)
   graph    the same Actor with --inference graph: the TF-Agents collect policy in one graph call per step
   stock    TF-Agents PyDriver + PyTFEagerPolicy(collect_policy) + ReverbAddTrajectoryObserver(2, stride 1)
            on one GymnasiumEnvironment: items landing in the table per second

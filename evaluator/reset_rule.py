@@ -50,7 +50,6 @@ class FallbackResetRule:
     attempt_best: float | None = None  # best greedy average since the run's start or its last reset
     stuck_since: int | None = None  # train step of the first evaluation of the current in-band streak
     stuck_evaluations: int = 0
-    resets: int = 0
     attempt_start: int | None = None  # train step of the attempt's first evaluation
     best_step: int | None = None  # train step of the attempt's best evaluation
     stall_since: int | None = None  # first evaluation of the current streak below halfway to the target, no new best
@@ -85,7 +84,6 @@ class FallbackResetRule:
         self.stuck_since, self.stuck_evaluations, self.stall_since, self.stall_returns = None, 0, None, []
         self.attempt_best, self.best_step, self.attempt_start = None, None, None
         self.fired_band = band if fell_back else (band[0], self.halfway())
-        self.resets += 1
         return True
 
     def halfway(self) -> float:

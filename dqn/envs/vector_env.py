@@ -27,7 +27,7 @@ from dqn.envs.spaces import action_spec, is_nested, observation_converter, obser
 class GymnasiumVectorEnvironment(py_environment.PyEnvironment):
     """N gymnasium envs stepped together (gymnasium SyncVectorEnv) as a batched PyEnvironment.
 
-    A sub-env that raises is recreated and reset (dqn/env_faults.py): its step comes back as a truncation,
+    A sub-env that raises is recreated and reset (dqn/envs/faults.py): its step comes back as a truncation,
     `faulted` marks it, `restarts` counts it, and each fault is logged once with its traceback. More than
     `max_restarts` restarts within `restart_window` env steps raise EnvFailed (None: no limit). `first_step_fault`
     holds, per sub-env, the vector step (since the last reset) of its first step that raised, -1 if none, so the

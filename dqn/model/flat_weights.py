@@ -15,7 +15,7 @@ class FlatWeights:
 
     Why: weights are read or assigned several times a second for the whole run, and tensors passed between Python
     and TF keep memory for good (see docs/design.md, "Python<->TF boundary and memory"); the flat vector moves
-    through `dqn.graph_io` buffers.
+    through `dqn.model.graph_io` buffers.
     Calls are serialized by a lock (the buffers are shared).
     """
 

@@ -1,6 +1,6 @@
 """Replay server clients: bounded waits for the server and the check that its tables match this role's layout.
 
-What the tables hold is dqn/replay_layout/'s; weight publishing and pulling live in dqn/weights/.
+What the tables hold is dqn/replay_layout/'s; weight publishing and pulling live in dqn/remote/.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The evaluator's reset requests to the learner, through the one-item `learner_requests` table.
 
-The evaluator decides (dqn/resets.py) because only it sees greedy returns; the learner acts on the request. A
+The evaluator decides (evaluator/reset_rule.py) because only it sees greedy returns; the learner acts on the request. A
 request is the train step of the evaluation that asked for it: train steps only grow (the learner restores its own
 from its checkpoint, along with the last request it applied), so each request is applied once whichever role
 restarts. Both sides call Reverb under a deadline: a lost request is re-sent, a stuck poll never stalls training.

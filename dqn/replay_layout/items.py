@@ -1,4 +1,4 @@
-"""The replay item format in numbers and names: no TensorFlow here (dqn/config.py's checks read it).
+"""The replay item format in numbers and names: no TensorFlow here (dqn/settings/config.py's checks read it).
 
 One replay item is `sequence_length` consecutive steps (n + 1 for n-step returns, train_sequence_length for an
 RNN) of either one env (`envs_per_item` 1) or the same steps of a block of envs ([L, E, ...]). Reverb counts
@@ -60,7 +60,7 @@ def actors_compute_td_errors(config) -> bool:
 
 
 def actors_send_priorities(config) -> bool:
-    """Replay items carry the actor's initial priority in `policy_info` (see actor/td_priority.py)."""
+    """Replay items carry the actor's initial priority in `policy_info` (see actor/initial_priorities.py)."""
     if not config.prioritized_replay or config.initial_priority == "max":
         return False
     return config.initial_priority == "td_error" or actors_compute_td_errors(config)

@@ -45,7 +45,7 @@ class ReplayLayout:
 
     @property
     def actors_send_priorities(self) -> bool:
-        """Items carry the actor's initial priority (Ape-X, see actor/td_priority.py)."""
+        """Items carry the actor's initial priority (Ape-X, see actor/initial_priorities.py)."""
         return self.shape.actors_send_priorities
 
     def item_step_spec(self, collect_data_spec) -> object:

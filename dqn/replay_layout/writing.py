@@ -27,8 +27,8 @@ STREAMS_PER_WRITER = 8
 #: below Reverb's warning level, with room for the up to STREAMS_PER_WRITER items that join between two waits.
 MAX_PENDING_PER_WRITER = 32
 #: Steps a chunk may span. StructuredWriter sizes its chunks by its longest pattern (here 2 steps), and chunks that
-#: short cost the replay server about twice the memory per CartPole transition of 8-step chunks
-#: (docs/performance.md, "Scaling and cost").
+#: short cost the replay server more memory per stored transition (each chunk carries its own overhead;
+#: `bench/replay_bytes.py` measures the bytes per transition).
 CHUNK_STEPS = 8
 #: Priority columns per stream when actors send priorities: two, because adjacent 2-step items share a step
 #: (`item_configs`).

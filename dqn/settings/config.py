@@ -47,8 +47,8 @@ class CommonConfig:
     rpc_timeout_s: float = setting(10.0, "deadline of one remote call to the replay server, in seconds", gt=0)
     connect_timeout_s: float = setting(120.0, "seconds to wait for the replay server at start before exiting with "
                                        "code 1", gt=0)
-    preset: str | None = setting(None, "named group of settings (dqn/presets.py) applied below --config, DQN_* "
-                                 "variables and flags; none = no preset", choices=PRESET_NAMES)
+    preset: str | None = setting(None, "named group of settings (dqn/settings/presets.py) applied below --config, "
+                                 "DQN_* variables and flags; none = no preset", choices=PRESET_NAMES)
     max_episode_steps: int = setting(0, "truncate episodes after this many agent steps; 0 = the env's own limit", ge=0)
     env_call_timeout_s: float = setting(20.0, "a sub-env step or reset still running after this many seconds is "
                                         "abandoned and the sub-env recreated; 0 = no limit", ge=0)
@@ -285,7 +285,10 @@ class ActorConfig(CommonConfig):
                                           "another --num-envs, or --envs-per-item 1 for one item per env")
 
     def resolved_actor_id(self) -> int:
-        """actor_id, or for -1 the replica number of this pod/container (dqn/identity.py; replicas share one config)."""
+        """actor_id, or for -1 the replica number of this pod/container (replicas share one config).
+
+        The replica number comes from the container's or pod's name (dqn/settings/identity.py).
+        """
         if self.actor_id >= 0:
             return self.actor_id
         from dqn.settings.identity import (

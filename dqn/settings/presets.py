@@ -5,7 +5,7 @@ explicit setting overrides the preset. A preset may hold any role's fields; each
 Every value says where it comes from. "The book" = Géron, Hands-On Machine Learning (2nd ed.), ch. 18, the
 TF-Agents Breakout agent; "Nature DQN" = Mnih et al. 2015, Extended Data Table 1.
 
-Pure data, no imports: `dqn.config` reads the names for its `choices`.
+Pure data, no imports: `dqn.settings.config` reads the names for its `choices`.
 """
 
 from __future__ import annotations

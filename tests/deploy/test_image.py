@@ -84,7 +84,7 @@ def test_dockerignore_keeps_the_context_small():
     for path in (".git/config", ".venv/bin/python", "runs/cartpole/config.json", "tests/conftest.py",
                  "dqn/__pycache__/config.cpython-311.pyc", "dqn_service.egg-info/PKG-INFO", "bench/x.py"):
         assert dockerignored(path), path
-    assert not dockerignored("dqn/config.py") and not dockerignored("launcher/cli.py")
+    assert not dockerignored("dqn/settings/config.py") and not dockerignored("launcher/cli.py")
 
 
 def test_runtime_runs_dqn_service_as_non_root():

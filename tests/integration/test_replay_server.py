@@ -74,7 +74,7 @@ def test_learner_dataset_pairs_each_key_with_its_item(replay_server_factory, pip
     config = dataclasses.replace(LearnerConfig(replay_address=server.address, batch_size=32, envs_per_item=1),
                                  replay_dataset=pipeline,
                                  num_parallel_calls=streams, train_steps_per_call=2)
-    iterator = iter(make_dataset(config, DqnBuilder(config).agent))
+    iterator = iter(make_dataset(config))
     seen = {}
     for _ in range(20):
         experience, info = next(iterator)

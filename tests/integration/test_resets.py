@@ -47,7 +47,7 @@ def test_a_reset_request_is_applied_once_and_restarts_the_actors_epsilon(system_
                "the actor's epsilon to reach its end before the reset")
     decayed_at = max(step for step, value in actor_epsilons() if abs(value - 0.1) < 1e-6)
 
-    # What the evaluator sends when a run fell back (dqn/resets.py), through the real replay server.
+    # What the evaluator sends when a run fell back (evaluator/reset_rule.py), through the real replay server.
     client = reverb.Client(system.server.address)
     inserted_before = replay_inserts(client)
     ResetRequestSender(client, system.server.address, 10.0).send(480)

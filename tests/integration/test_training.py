@@ -79,7 +79,7 @@ def test_actors_insert_learner_trains_publishes_evaluator_reports(spawn, replay_
                    f"actor-{i} to use the final weights of step {final_step}")
     published = fetch_weights(server.address, 30.0)
     assert published is not None and published.train_step == final_step
-    # TensorBoard: the learner's documented scalars, written in one graph call per summary (dqn/summaries.py).
+    # TensorBoard: the learner's documented scalars, written in one graph call per summary (dqn/process/summaries.py).
     scalars = read_scalars(root / "learner")
     for tag in ("losses/td_loss", "charts/mean_q", "charts/sgd_steps_per_sec", "charts/epsilon_schedule",
                 "charts/publish_lag", "replay/size", "replay/inserts_per_sec", "replay/samples_per_insert"):

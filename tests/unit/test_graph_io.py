@@ -1,4 +1,4 @@
-"""Values moved through dqn.graph_io buffers: graph calls see each new input and publish each new result."""
+"""Values moved through dqn.model.graph_io buffers: graph calls see each new input and publish each new result."""
 
 import numpy as np
 import pytest
