@@ -23,6 +23,7 @@ from dqn.model.collect_policy import (
     RandomCollectPolicy,
 )
 from dqn.model.exploration import HeldRandomActions
+from dqn.model.graph_policy import GraphQNetwork
 from dqn.model.networks import check_network_input
 from dqn.model.numpy_policy import HostQNetwork
 from dqn.remote.replay_client import check_signatures
@@ -119,5 +120,11 @@ class DqnBuilder:
         return self._hold_states[key]
 
     def make_evaluation_policy(self):
-        """The greedy policy: the numpy mirror (a `HostQNetwork`) where it is exact, else TF-Agents' greedy policy."""
-        return self.numpy_q_network() or self.agent.agent.policy
+        """The greedy policy's Q-network for a loop that steps envs from Python, or TF-Agents' greedy policy.
+
+        The numpy mirror (`HostQNetwork`) where it is exact; else a `GraphQNetwork` (one graph call per step) for
+        feed-forward networks; a recurrent network's policy keeps its state in TF-Agents' policy.
+        """
+        if self.config.lstm_size:
+            return self.agent.agent.policy
+        return self.numpy_q_network() or GraphQNetwork(self.agent.q_network, self.agent.policy_variables)

@@ -5,17 +5,19 @@ evaluator/evaluate.py). A run plays one episode per env, feeds the evaluation me
 returns their values. An episode that an env fault cut short (dqn/envs/faults.py: the env raised and was
 recreated) is left out of every metric, and `cut_short` says how many were.
 
-Why no call per step: a policy call per env step from Python would hand tensors to Python, and those keep their
-memory for good (see docs/design.md, "Python<->TF boundary and memory"). Two loops avoid it:
-- `NumpyPolicyEpisodes` (plain MLP Q-networks): the policy runs in numpy (dqn/model/numpy_policy.py, the actors'
-  mirror), so no tensor exists at all. It needs less CPU per env step than the graph loop, and that CPU is shared
-  with the learner on a small machine. Metrics are fed at every step (`on_step`) and per episode
-  (`on_episodes`).
-- `GraphPolicyEpisodes` (any other network): the envs are stepped through TF-Agents' `TFPyEnvironment` (a
-  `tf.numpy_function` per step, which passes numpy arrays, not Python tensors) and the loop state lives in
-  variables, so nothing crosses into Python per step. The loop runs `chunk_steps` steps per call, so a stop
-  request is still seen within one chunk. Metrics are fed per episode only (`on_episodes`), from the per-env
-  totals that are read once all the episodes have ended.
+Why no tensor per step: a policy call per env step that handed tensors to Python would keep their memory for good
+(see docs/design.md, "Python<->TF boundary and memory"). Two loops avoid it:
+- `PythonLoopEpisodes` (feed-forward Q-networks): the envs are stepped from Python on the main thread, so every
+  env call has its deadline (dqn/envs/call_timer.py). A plain MLP runs in numpy (dqn/model/numpy_policy.py, the
+  actors' mirror), with no tensor at all and less CPU per step than a graph call; other networks run one graph call
+  per step through host buffers (`GraphQNetwork`, dqn/model/graph_policy.py). Metrics are fed at every step
+  (`on_step`) and per episode (`on_episodes`).
+- `InGraphLoopEpisodes` (recurrent Q-networks, whose policy state lives in TF-Agents' policy): the envs are
+  stepped through TF-Agents' `TFPyEnvironment` (a `tf.numpy_function` per step, which passes numpy arrays, not
+  Python tensors) and the loop state lives in variables, so nothing crosses into Python per step. The loop runs
+  `chunk_steps` steps per call, so a stop request is still seen within one chunk. Its env calls run on a
+  TensorFlow thread, without the call deadline. Metrics are fed per episode only (`on_episodes`), from the
+  per-env totals that are read once all the episodes have ended.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from tf_agents.trajectories import time_step as ts
 
 from dqn.envs.vector_env import GymnasiumVectorEnvironment
 from dqn.model.flat_weights import FlatWeights
+from dqn.model.graph_policy import GraphQNetwork
 from dqn.model.numpy_policy import HostEpsilonGreedy, HostQNetwork
 from evaluator.metrics import EpisodeTotals, EvalMetric, make_metrics
 
@@ -42,14 +45,14 @@ def cut_short_by_faults(lengths: np.ndarray, first_step_fault: np.ndarray) -> np
 
 def make_episode_runner(policy, action_spec, env: GymnasiumVectorEnvironment, epsilon: float = 0.0,
                         metrics: list[EvalMetric] | None = None) -> PolicyEpisodes:
-    """The numpy loop for a numpy Q-network, else the in-graph loop of a TF-Agents `policy`.
+    """The Python loop for a Q-network with `q_values` (numpy or one graph call), else the in-graph loop of a policy.
 
     `policy` is `DqnBuilder.make_evaluation_policy()`. With `epsilon` > 0, each step takes a uniformly random
     action with that probability (0 = greedy). `metrics` defaults to every registered one (`EVAL_METRICS`).
     """
-    if isinstance(policy, HostQNetwork):
-        return NumpyPolicyEpisodes(policy, action_spec, env, epsilon=epsilon, metrics=metrics)
-    return GraphPolicyEpisodes(policy, env, epsilon=epsilon, metrics=metrics)
+    if isinstance(policy, (HostQNetwork, GraphQNetwork)):
+        return PythonLoopEpisodes(policy, action_spec, env, epsilon=epsilon, metrics=metrics)
+    return InGraphLoopEpisodes(policy, env, epsilon=epsilon, metrics=metrics)
 
 
 class PolicyEpisodes:
@@ -85,16 +88,21 @@ class PolicyEpisodes:
         self._env.close()
 
 
-class NumpyPolicyEpisodes(PolicyEpisodes):
-    """One episode per env of the numpy policy; `load` sets the weights (the policy's variable order)."""
+class PythonLoopEpisodes(PolicyEpisodes):
+    """One episode per env, stepped from Python; `load` sets the network's weights (the policy's variable order)."""
 
-    def __init__(self, network: HostQNetwork, action_spec, env: GymnasiumVectorEnvironment, epsilon: float = 0.0,
-                 metrics: list[EvalMetric] | None = None):
+    def __init__(self, network: HostQNetwork | GraphQNetwork, action_spec, env: GymnasiumVectorEnvironment,
+                 epsilon: float = 0.0, metrics: list[EvalMetric] | None = None):
         super().__init__(env, metrics)
         self._network = network
         self._action_spec = action_spec
+        self._runs_in = "numpy (plain MLP)" if isinstance(network, HostQNetwork) else "one graph call per step"
         self._epsilon = epsilon
         self._step_metrics = [metric for metric in self.metrics if metric.needs_steps()]
+
+    def describe(self) -> str:
+        """How the episodes run, for the log."""
+        return f"stepped from Python, the Q-network in {self._runs_in}"
 
     def load(self, variables: list[np.ndarray]) -> None:
         """Evaluate these weights from now on."""
@@ -124,7 +132,7 @@ class NumpyPolicyEpisodes(PolicyEpisodes):
         return self._finish(returns, lengths)
 
 
-class GraphPolicyEpisodes(PolicyEpisodes):
+class InGraphLoopEpisodes(PolicyEpisodes):
     """One episode per env of a TF-Agents policy (greedy, or epsilon-greedy), `chunk_steps` env steps per graph call.
 
     Only per-episode metrics (`on_episodes`) can be fed. A metric that needs every step is refused.
@@ -157,6 +165,10 @@ class GraphPolicyEpisodes(PolicyEpisodes):
         self._start_graph = tf.function(self._start_episodes, autograph=False)
         self._advance_graph = tf.function(self._advance, autograph=False)
         self._totals_graph = tf.function(lambda: tf.stack([self._returns, self._lengths]), autograph=False)
+
+    def describe(self) -> str:
+        """How the episodes run, for the log."""
+        return "inside the graph (recurrent policy)"
 
     def load(self, variables: list[np.ndarray]) -> None:
         """Evaluate these weights from now on (assigned to the policy's variables in one graph call)."""

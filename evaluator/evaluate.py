@@ -49,7 +49,7 @@ from dqn.remote.weights_puller import WeightsPuller
 from dqn.remote.weights_wire import PublishedWeights
 from dqn.settings.config import EvaluatorConfig, role_dir
 from evaluator.best import BestPolicy
-from evaluator.episodes import NumpyPolicyEpisodes, PolicyEpisodes, make_episode_runner
+from evaluator.episodes import PolicyEpisodes, make_episode_runner
 from evaluator.metrics import AverageReturn
 from evaluator.reset_rule import FallbackResetRule
 
@@ -147,8 +147,7 @@ class Evaluator:
         episodes = make_episodes(config, builder)
         confirmation = make_episodes(config, builder, config.eval_confirm_episodes) \
             if config.eval_confirm_episodes else None
-        log.info("greedy episodes run %s", "in numpy (plain MLP)" if isinstance(episodes, NumpyPolicyEpisodes)
-                 else "inside the graph")
+        log.info("evaluation episodes: %s", episodes.describe())
         puller = WeightsPuller(config.replay_address, config.rpc_timeout_s)
         summary_dir = config.path(role_dir("evaluator"))
         os.makedirs(summary_dir, exist_ok=True)

@@ -12,6 +12,7 @@ import numpy as np
 import tensorflow as tf
 from tf_agents.trajectories import time_step as ts
 
+from dqn.model.flat_weights import FlatWeights
 from dqn.model.graph_io import HostInput, HostOutput
 
 
@@ -48,37 +49,91 @@ def batched_actions(policy, batch_size: int | None = None) -> Callable[[ts.TimeS
     return act_stateful
 
 
+class _ObservationInputs:
+    """Host buffers for a batch of observations (one per part of a nested observation), read in-graph."""
+
+    def __init__(self, observation_spec, batch: int):
+        self._spec = observation_spec
+        self._parts = [HostInput((batch, *spec.shape), spec.dtype) for spec in tf.nest.flatten(observation_spec)]
+        self._nested = tf.nest.is_nested(observation_spec)
+
+    def set(self, observation) -> None:
+        """The batch the next graph call reads."""
+        if self._nested:
+            for part, value in zip(self._parts, tf.nest.flatten(observation), strict=True):
+                part.set(value)
+        else:
+            self._parts[0].set(observation)
+
+    def read(self):
+        """In graph code: the batch, shaped like the spec."""
+        return tf.nest.pack_sequence_as(self._spec, [part.read() for part in self._parts])
+
+
 def _feed_forward_actions(policy, batch: int) -> Callable[[object], np.ndarray]:
     """Observations of `batch` envs -> actions, one graph call that takes and returns no tensor.
 
     Only the observation goes in: a feed-forward Q-network reads nothing else of the TimeStep, and converting
-    the three other arguments cost CPU on every call. Observations (one buffer per part of a nested observation)
-    and actions move through `dqn.model.graph_io` buffers, not as tensor arguments and results (see
-    docs/design.md, "Python<->TF boundary and memory").
+    the three other arguments cost CPU on every call. Observations and actions move through `dqn.model.graph_io`
+    buffers, not as tensor arguments and results (see docs/design.md, "Python<->TF boundary and memory").
     """
-    observation_spec = policy.time_step_spec.observation
-    inputs = [HostInput((batch, *spec.shape), spec.dtype) for spec in tf.nest.flatten(observation_spec)]
+    inputs = _ObservationInputs(policy.time_step_spec.observation, batch)
     actions = HostOutput((batch, *policy.action_spec.shape), policy.action_spec.dtype)
-    nested = tf.nest.is_nested(observation_spec)
 
     @tf.function(autograph=False)
     def act():
-        observation = tf.nest.pack_sequence_as(observation_spec, [part.read() for part in inputs])
+        observation = inputs.read()
         batch_shape = tf.shape(tf.nest.flatten(observation)[0])[:1]
         actions.write(policy.action(ts.TimeStep(tf.fill(batch_shape, tf.constant(ts.StepType.MID, tf.int32)),
                                                 tf.zeros(batch_shape, tf.float32), tf.ones(batch_shape, tf.float32),
                                                 observation)).action)
 
     def call(observation) -> np.ndarray:
-        if nested:
-            for part, value in zip(inputs, tf.nest.flatten(observation), strict=True):
-                part.set(value)
-        else:
-            inputs[0].set(observation)
+        inputs.set(observation)
         act()
         return actions.value.copy()
 
     return call
+
+
+class GraphQNetwork:
+    """A feed-forward Q-network with the numpy mirror's interface (`q_values`, `set_weights`), run in one graph call.
+
+    For networks the mirror cannot copy (conv, nested observations): callers that step envs from Python (the
+    evaluator's loop) use it as they use `HostQNetwork`, and no tensor crosses per call.
+    """
+
+    def __init__(self, network, variables: list[tf.Variable]):
+        self._network = network
+        self._weights = FlatWeights(variables)
+        self._graphs: dict[int, Callable[[object], np.ndarray]] = {}
+
+    def set_weights(self, weights: list[np.ndarray]) -> None:
+        """New weights: the policy's variable list as numpy arrays (what the `variables` table holds)."""
+        self._weights.assign(weights)
+
+    def q_values(self, observation) -> np.ndarray:
+        """Q-values [N, actions] of N observations."""
+        batch = int(np.shape(tf.nest.flatten(observation)[0])[0])
+        if batch not in self._graphs:
+            self._graphs[batch] = self._q_values_graph(batch)
+        return self._graphs[batch](observation)
+
+    def _q_values_graph(self, batch: int) -> Callable[[object], np.ndarray]:
+        inputs = _ObservationInputs(self._network.input_tensor_spec, batch)
+        q_values = HostOutput((batch, self._network.layers[-1].units), tf.float32)
+
+        @tf.function(autograph=False)
+        def compute():
+            values, _ = self._network(inputs.read(), training=False)
+            q_values.write(values)
+
+        def call(observation) -> np.ndarray:
+            inputs.set(observation)
+            compute()
+            return q_values.value.copy()
+
+        return call
 
 
 def batched_actions_and_q_values(policy, network) -> Callable[[ts.TimeStep], tuple[np.ndarray, np.ndarray]]:

@@ -16,7 +16,7 @@ from dqn.remote.weights_wire import PublishedWeights
 from dqn.settings.config import EvaluatorConfig
 from evaluator import metrics
 from evaluator.best import BestPolicy
-from evaluator.episodes import GraphPolicyEpisodes, NumpyPolicyEpisodes, make_episode_runner
+from evaluator.episodes import InGraphLoopEpisodes, PythonLoopEpisodes, make_episode_runner
 from evaluator.evaluate import Evaluator, confirmation_seed
 from evaluator.metrics import EpisodeMetric, EpisodeTotals, EvalMetric, make_metrics
 
@@ -63,7 +63,7 @@ def randomize(bundle, seed: int) -> None:
 @pytest.mark.parametrize("chunk_steps", [7, 1000])
 def test_graph_episodes_equal_the_python_loop(bundle, chunk_steps):
     env = GymnasiumVectorEnvironment("CartPole-v1", 6, max_episode_steps=60)
-    episodes = GraphPolicyEpisodes(bundle.agent.policy, env, chunk_steps=chunk_steps)
+    episodes = InGraphLoopEpisodes(bundle.agent.policy, env, chunk_steps=chunk_steps)
     seen_lengths = set()
     for weights_seed in (1, 2, 3):  # different policies give different episode lengths, some truncated at 60
         randomize(bundle, weights_seed)
@@ -80,7 +80,7 @@ def test_graph_episodes_equal_the_python_loop(bundle, chunk_steps):
 def test_numpy_episodes_equal_the_python_loop(bundle):
     episodes = make_episode_runner(*evaluation_policy(bundle),
                                    GymnasiumVectorEnvironment("CartPole-v1", 6, max_episode_steps=60))
-    assert isinstance(episodes, NumpyPolicyEpisodes)  # a plain MLP: the evaluator's numpy loop
+    assert isinstance(episodes, PythonLoopEpisodes)  # a plain MLP: the evaluator's numpy loop
     seen_lengths = set()
     weights = FlatWeights(bundle.policy_variables)
     for weights_seed in (1, 2, 3):
@@ -110,7 +110,7 @@ def test_numpy_episodes_stop_between_steps(bundle):
 
 def test_graph_episodes_stop_between_chunks(bundle):
     randomize(bundle, 4)
-    episodes = GraphPolicyEpisodes(bundle.agent.policy, GymnasiumVectorEnvironment("CartPole-v1", 3), chunk_steps=1)
+    episodes = InGraphLoopEpisodes(bundle.agent.policy, GymnasiumVectorEnvironment("CartPole-v1", 3), chunk_steps=1)
     _, full_length = averages(episodes.run(5))
     calls = []
     _, partial_length = averages(episodes.run(5, stop_requested=lambda: calls.append(1) or len(calls) > 2))
@@ -143,7 +143,7 @@ def test_graph_episodes_carry_an_rnn_state():
     rnn = DqnBuilder(EvaluatorConfig(fc_layer_params=(16,), lstm_size=(8,))).agent
     randomize(rnn, 12)  # weights whose actions depend on the state: resetting it every 3 steps changes every episode
     returns, lengths = python_loop(rnn.agent.policy, 4, seed=21, max_episode_steps=40)
-    episodes = GraphPolicyEpisodes(rnn.agent.policy,
+    episodes = InGraphLoopEpisodes(rnn.agent.policy,
                                    GymnasiumVectorEnvironment("CartPole-v1", 4, max_episode_steps=40), chunk_steps=3)
     average_return, average_length = averages(episodes.run(21))
     assert average_return == pytest.approx(returns.mean())
@@ -151,7 +151,7 @@ def test_graph_episodes_carry_an_rnn_state():
     episodes.close()
     # make_episode_runner keeps an RNN policy on the in-graph loop (the numpy mirror is feed-forward only).
     graph = make_episode_runner(*evaluation_policy(rnn), GymnasiumVectorEnvironment("CartPole-v1", 2))
-    assert isinstance(graph, GraphPolicyEpisodes)
+    assert isinstance(graph, InGraphLoopEpisodes)
     graph.close()
 
 
@@ -169,7 +169,7 @@ def test_episodes_cut_short_by_an_env_fault_are_left_out(bundle, loop):
     fail_every = int(lengths.max())
     env = GymnasiumVectorEnvironment("FlakyCartPole-v0", 6, max_episode_steps=60, fail_every=fail_every)
     if loop == "graph":
-        episodes = GraphPolicyEpisodes(bundle.agent.policy, env, chunk_steps=7)
+        episodes = InGraphLoopEpisodes(bundle.agent.policy, env, chunk_steps=7)
     else:
         episodes = make_episode_runner(*evaluation_policy(bundle), env)
         episodes.load(FlatWeights(bundle.policy_variables).read())
@@ -233,7 +233,7 @@ def flaky_episodes(bundle, loop: str, seed: int, cut: str):
     env = GymnasiumVectorEnvironment("FlakyCartPole-v0", 6, max_episode_steps=60, fail_every=fail_every)
     policy = bundle.agent.policy if loop == "graph" else evaluation_policy(bundle)[0]
     episodes = make_episode_runner(policy, bundle.agent.action_spec, env)
-    assert isinstance(episodes, GraphPolicyEpisodes if loop == "graph" else NumpyPolicyEpisodes)
+    assert isinstance(episodes, InGraphLoopEpisodes if loop == "graph" else PythonLoopEpisodes)
     return episodes, returns, lengths, lengths < fail_every
 
 
