@@ -19,6 +19,14 @@ import signal
 import threading
 import time
 
+#: The timer of the vector step in progress (one at a time: steps run on the main thread); the handler asks it.
+_armed: EnvCallTimer | None = None
+
+
+def _on_alarm(_signum: int, _frame: object) -> None:
+    if _armed is not None:
+        _armed.check()
+
 
 class EnvCallTimeout(Exception):
     """A sub-env's step or reset ran past the call time limit (raised inside the call)."""
@@ -48,18 +56,24 @@ class EnvCallTimer:
 
         It cannot without a limit or off the main thread. Pair every True with `disarm()`.
         """
+        global _armed
         if self.limit_s <= 0 or threading.current_thread() is not threading.main_thread():
             return False
-        signal.signal(signal.SIGALRM, self._check)
+        if signal.getsignal(signal.SIGALRM) is not _on_alarm:
+            signal.signal(signal.SIGALRM, _on_alarm)
+        _armed = self
         signal.setitimer(signal.ITIMER_REAL, self._interval_s, self._interval_s)
         return True
 
     @staticmethod
     def disarm() -> None:
         """Stops the periodic check."""
+        global _armed
         signal.setitimer(signal.ITIMER_REAL, 0, 0)
+        _armed = None
 
-    def _check(self, _signum: int, _frame: object) -> None:
+    def check(self) -> None:
+        """Raises EnvCallTimeout if the current call into a sub-env has run past the limit (from the handler)."""
         entered = self._entered_at
         if entered is not None and time.monotonic() - entered >= self.limit_s:
             self._entered_at = None
