@@ -27,6 +27,9 @@ class ReplayRates:
         self._last: tuple[float, int, int] | None = None
         self.last_insert_time = time.monotonic()
         self.latest: dict[str, float] = {}  # what the last `measure()` returned
+        # A baseline now: the first summary then measures from here. Without one, a slow env's first summary
+        # (minutes in) found no earlier count to compare with and reported no insert since the learner started.
+        self._measure()
 
     def measure(self) -> dict[str, float]:
         """{size, inserts_per_sec, samples_per_sec, samples_per_insert} in transitions; {} if no answer."""
