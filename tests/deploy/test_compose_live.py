@@ -108,6 +108,9 @@ def test_compose_topology_live(engine, tmp_path):
     build = engine.compose("build", "replay-server", timeout_s=900)
     timings["build"] = time.monotonic() - started
     assert "useradd warning" not in build.stdout + build.stderr
+    started = time.monotonic()
+    engine.save_image()  # the live swarm test loads this archive on its nodes instead of building again
+    timings["save"] = time.monotonic() - started
 
     # up: every service healthy, training, evaluation, TensorBoard on the published loopback port
     started = time.monotonic()
