@@ -8,8 +8,9 @@ fast as the server lets them:
   re-sending the same few steps, so no env or policy costs client CPU;
 - `pull`: download the published weights from the `variables` table (what an actor does after each publication),
   the env's real network: CartPole's MLP or the Breakout preset's conv net (6.7 MB).
-For each N the bench reports the total rate and the replay server's CPU time over the window, so that the figure
-per server core (items or pulls per CPU-second of the server process) holds whatever the clients cost.
+For each N the bench reports the total rate as the server counts it (items inserted, weight items sampled) and the
+server's CPU time over the window, so that the figure per server core (items or pulls per CPU-second of the server
+process) holds whatever the clients cost.
 
 Run (root, for the namespaces): python bench/capacity.py [--clients 1,2,4,8] [--seconds 10] [--client-hosts 4]
   [--env cartpole,breakout] [--mode insert,pull]
@@ -20,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -31,6 +33,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PREFIX = "198.18.73"  # server .1, client hosts .2.., the bridge .254
 BRIDGE = "dqncapbr0"
 ENVS = {"cartpole": [], "breakout": ["--preset", "breakout"]}
+STEPS = 32  # real steps an insert client replays
 
 
 def ip(*args: str, check: bool = True) -> None:
@@ -118,19 +121,25 @@ def run_client(mode: str, env: str, address: str, seconds: float, out: str) -> N
         builder = DqnBuilder(config)
         envs = ItemShape.from_config(config).envs_per_item  # one block of envs: one item per append
         vector = builder.make_envs(envs, seed=os.getpid())
-        first = vector.reset()
-        action = np.zeros(envs, dtype=np.int64)
-        second = vector.step(action)
+        rng = np.random.default_rng(os.getpid())
+        num_actions = int(vector.action_spec().maximum) + 1
+        # STEPS real consecutive steps (random actions), replayed in a loop: real observations, so the writer's
+        # compression sees real frames, and no env or policy costs CPU inside the window.
+        steps = [vector.reset()]
+        actions = []
+        for _ in range(STEPS):
+            actions.append(rng.integers(0, num_actions, size=envs, dtype=np.int64))
+            steps.append(vector.step(actions[-1]))
         vector.close()
         writer = builder.make_writer(client, envs)  # the actor's writer, spec checks included
         wait_for_go(out)
         deadline = time.time() + seconds
         while time.time() < deadline:
-            writer.append(first, action, second)
-            writer.wait_for_server(max_pending_per_stream=8, timeout_ms=30_000)
+            for i in range(STEPS):
+                writer.append(steps[i], actions[i], steps[i + 1])
+                writer.wait_for_server(max_pending_per_stream=8, timeout_ms=30_000)
         count = writer.items_created  # items created by the deadline (the window's rate; a few still in flight)
         writer.close(timeout_ms=30_000)
-        nbytes = int(np.asarray(first.observation).nbytes + np.asarray(second.observation).nbytes) * count
     else:
         from dqn.remote.weights_wire import sample_weights
 
@@ -143,6 +152,20 @@ def run_client(mode: str, env: str, address: str, seconds: float, out: str) -> N
             nbytes += sum(v.nbytes for v in weights.variables)
     with open(out, "w") as f:
         json.dump({"count": count, "bytes": nbytes}, f)
+
+
+def completed(client, mode: str) -> int:
+    """The server's own count: items inserted into the replay table, or samples of the variables table."""
+    from dqn.replay_layout.items import REPLAY_TABLE, VARIABLES_TABLE
+
+    info = client.server_info(timeout=30)
+    if mode == "insert":
+        return info[REPLAY_TABLE].rate_limiter_info.insert_stats.completed
+    return info[VARIABLES_TABLE].rate_limiter_info.sample_stats.completed
+
+
+#: Every client process started, killed at exit if still running.
+CLIENTS: list[subprocess.Popen] = []
 
 
 def measure(hosts: Hosts, mode: str, env: str, counts: list[int], seconds: float, client_hosts: int) -> list[dict]:
@@ -170,7 +193,8 @@ def measure(hosts: Hosts, mode: str, env: str, counts: list[int], seconds: float
             time.sleep(0.5)
         config = client_config(env)
         variables = [v.numpy() for v in DqnBuilder(config).agent.policy_variables]
-        publish_weights(reverb.Client(address), variables, train_step=1)
+        server_client = reverb.Client(address)
+        publish_weights(server_client, variables, train_step=1)
         weight_bytes = sum(v.nbytes for v in variables)
         envs = ItemShape.from_config(config).envs_per_item
         process = psutil.Process(server.pid)  # nsenter execs the server: this is its process
@@ -181,6 +205,7 @@ def measure(hosts: Hosts, mode: str, env: str, counts: list[int], seconds: float
                                                           "--env", env, "--address", address, "--seconds",
                                                           str(seconds), "--out", out], server_log)
                        for i, out in enumerate(outs)]
+            CLIENTS.extend(clients)
             deadline = time.monotonic() + 600  # every client imported and prepared before the window opens
             while not all(os.path.exists(f"{out}.ready") for out in outs):
                 if time.monotonic() > deadline or any(c.poll() is not None for c in clients):
@@ -191,18 +216,19 @@ def measure(hosts: Hosts, mode: str, env: str, counts: list[int], seconds: float
                 f.write(repr(start_at))
             os.replace(os.path.join(run_dir, "go.part"), os.path.join(run_dir, "go"))
             time.sleep(max(0.0, start_at - time.time()))
+            done_before = completed(server_client, mode)
             cpu_before, wall_before = sum(process.cpu_times()[:2]), time.monotonic()
             time.sleep(seconds)
             cpu = sum(process.cpu_times()[:2]) - cpu_before
+            done = completed(server_client, mode) - done_before  # what the server accepted or served in the window
             wall = time.monotonic() - wall_before
             for client in clients:
                 if client.wait(120 + seconds):
                     raise RuntimeError(f"a client failed; see {root}/server.log")
-            results = [json.load(open(out)) for out in outs]
-            total = sum(r["count"] for r in results) / seconds
+            total = done / wall
             rows.append({"env": env, "mode": mode, "clients": n, "rate": total, "server_cores": cpu / wall,
                          "per_core": total / max(cpu / wall, 1e-9),
-                         "mb_per_s": sum(r["bytes"] for r in results) / seconds / 1e6,  # observations or weights
+                         "mb_per_s": total * weight_bytes / 1e6 if mode == "pull" else 0.0,
                          "unit": f"items of {envs} transitions" if mode == "insert" else
                          f"pulls of {weight_bytes / 1e6:.2f} MB"})
             print(json.dumps(rows[-1]), flush=True)
@@ -232,19 +258,27 @@ def main() -> None:
     counts = [int(n) for n in args.clients.split(",")]
     hosts = Hosts(1 + args.client_hosts)
     rows = []
+    # TensorFlow's and gRPC's handlers swallow SIGINT: make both signals end the run through the cleanup below.
+    for number in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(number, lambda *_: sys.exit("stopped by a signal"))
     try:
         hosts.create()
         for env in args.env.split(","):
             for mode in args.mode.split(","):
                 rows += measure(hosts, mode, env, counts, args.seconds, args.client_hosts)
     finally:
+        for client in CLIENTS:
+            if client.poll() is None:
+                client.kill()
+                client.wait(30)
         hosts.close()
     print(f"\n{os.cpu_count()} CPUs; one replay server in its own namespace; clients over {args.client_hosts} "
           f"namespaces; {args.seconds:.0f} s per row")
     print(f"{'env':>9} {'mode':>6} {'clients':>7} {'rate/s':>9} {'MB/s':>7} {'server cores':>12} "
           f"{'per server core':>15}  unit")
     for r in rows:
-        print(f"{r['env']:>9} {r['mode']:>6} {r['clients']:>7} {r['rate']:>9,.1f} {r['mb_per_s']:>7,.1f} "
+        mb = f"{r['mb_per_s']:>7,.1f}" if r["mode"] == "pull" else f"{'-':>7}"
+        print(f"{r['env']:>9} {r['mode']:>6} {r['clients']:>7} {r['rate']:>9,.1f} {mb} "
               f"{r['server_cores']:>12.2f} {r['per_core']:>15,.1f}  {r['unit']}")
 
 
