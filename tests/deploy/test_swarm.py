@@ -83,3 +83,43 @@ def test_live_swarm_budgets_equal_the_live_compose_budgets():
     assert swarm["x-small"] == compose["x-small"]
     assert set(swarm["services"]) == set(ROLES)
 
+
+def test_swarm_commands_in_the_docs_name_real_files_and_services():
+    """`docker stack deploy -c FILE` files exist and `docker service ...` targets are services of the stack."""
+    from tests.deploy.test_docs import all_commands
+
+    services = set(load_compose()["services"])
+    deploys = all_commands("docker stack deploy")
+    assert deploys, "the docs show no `docker stack deploy` command"
+    stacks = set()
+    for command in deploys:
+        files = [command[i + 1] for i, word in enumerate(command) if word == "-c"]
+        assert files[:2] == ["docker-compose.yml", "deploy/swarm.yml"], command
+        assert all((REPO / f).is_file() for f in files), command
+        stacks.add(command[-1])
+    for command in all_commands("docker service"):
+        targets = [w.split("=")[0] for w in command[3:] if not w.startswith("-")]
+        for target in targets:
+            stack, _, service = target.partition("_")
+            assert stack in stacks and service in services, f"{' '.join(command)}: no service {target}"
+
+
+def test_kubernetes_says_what_the_swarm_stack_says(rendered):
+    """Both clusters: the replay server keeps its own volume, actors take ids from their replica slot (no fixed
+    id), spread over nodes, and the replay service resolves to the task itself (headless / dnsrr)."""
+    from tests.deploy.manifests import one
+
+    swarm = load_compose(SWARM_OVERRIDE)["services"]
+    compose = load_compose()["services"]
+    for overlay, objects in rendered.items():
+        replay = one(objects, "StatefulSet", "replay-server")
+        assert replay["spec"]["volumeClaimTemplates"], overlay
+        assert one(objects, "Service", "replay-server")["spec"]["clusterIP"] == "None", overlay
+        actor = one(objects, "StatefulSet", "actor")["spec"]["template"]["spec"]
+        env = {e["name"]: e["value"] for e in actor["containers"][0]["env"]}
+        assert env["DQN_ACTOR_ID"] == compose["actor"]["environment"]["DQN_ACTOR_ID"] == "-1", overlay
+        spread = actor["topologySpreadConstraints"]
+        assert [c["topologyKey"] for c in spread] == ["kubernetes.io/hostname"], overlay
+        assert spread[0]["whenUnsatisfiable"] == "ScheduleAnyway", "a preference, as swarm's spread"
+    assert swarm["replay-server"]["deploy"]["endpoint_mode"] == "dnsrr"
+    assert "replay-checkpoints" in str(compose["replay-server"]["volumes"])
