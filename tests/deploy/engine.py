@@ -95,9 +95,9 @@ class Engine:
         if result.returncode:
             raise AssertionError(f"building the stand-in base image failed:\n{result.stderr[-3000:]}")
 
-    def save_image(self) -> Path:
-        """`docker save` of the built service image into the cache (older archives removed); returns its path."""
-        archive = image_archive()
+    def save_image(self, archive: Path) -> Path:
+        """`docker save` of the built service image to `archive`, the `image_archive()` taken before the build (so
+        that a source edited during the build cannot give an old image a new key); older archives are removed."""
         IMAGE_CACHE.mkdir(parents=True, exist_ok=True)
         for old in IMAGE_CACHE.glob("*.tar*"):
             if old != archive:
@@ -197,6 +197,6 @@ def built_image_archive() -> Path:
         engine.start()
         engine.build_base()
         engine.compose("build", "replay-server", timeout_s=900)
-        return engine.save_image()
+        return engine.save_image(archive)
     finally:
         engine.purge()
