@@ -178,7 +178,8 @@ class Actor:
         self.scalars.write(self.env_steps, scalars)  # one graph call (dqn/process/summaries.py)
         write_progress(self.summary_dir, env_steps=self.env_steps, env_steps_per_sec=rate,
                        episodes=self.stats.episodes, env_restarts=self.env.restarts,
-                       weights_train_step=self.weights_step, items=self.writer.items_created, status=self.status)
+                       weights_train_step=self.weights_step, items=self.writer.items_created,
+                       epsilon=scalars["actor/epsilon"], status=self.status)
 
     def run(self) -> None:
         """Collects until a stop signal or max_env_steps."""

@@ -12,8 +12,8 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-#: In this order; a missing script is reported and skipped.
-BENCHES = ("learner_throughput", "actor_throughput", "scaling", "learning_sim", "time_to_solve", "breakout")
+#: In this order; a missing script is reported and skipped. `capacity` builds network namespaces: run as root.
+BENCHES = ("learner_throughput", "actor_throughput", "scaling", "capacity", "learning_sim", "time_to_solve", "breakout")
 
 
 def main() -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -18,6 +19,27 @@ ROOT = Path("/var/tmp/dqn-compose-live")
 BASE_IMAGE = "dqn-service-test-base:bookworm-python3.11"
 COMPOSE_FILES = ("docker-compose.yml", "tests/deploy/compose.live.yml")
 PROJECT = "dqn-service"
+IMAGE = "dqn-service:0.1.0"
+#: `docker save` of the service image, keyed by its build inputs: the live compose test writes it after its build,
+#: the live swarm test loads it into every node, so one test run builds the image once.
+IMAGE_CACHE = Path("/var/cache/dqn-service-test-image")
+#: What the image is built from (deploy/Dockerfile's COPY lines, the stand-in base, the build override).
+IMAGE_INPUTS = ("deploy/Dockerfile", "pyproject.toml", "README.md", "requirements.lock", "dqn", "actor", "learner",
+                "replay_server", "evaluator", "launcher", "tests/deploy/build-test-base.sh",
+                "tests/deploy/compose.live.yml")
+
+
+def image_archive() -> Path:
+    """Where the saved image of the current sources lives (it may not exist yet)."""
+    digest = hashlib.sha256()
+    for name in IMAGE_INPUTS:
+        path = REPO / name
+        files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+        for file in files:
+            if "__pycache__" in file.parts or file.suffix == ".pyc" or ".egg-info" in str(file):
+                continue
+            digest.update(str(file.relative_to(REPO)).encode() + b"\0" + file.read_bytes() + b"\0")
+    return IMAGE_CACHE / f"dqn-service-{digest.hexdigest()[:16]}.tar"
 
 
 class Engine:
@@ -72,6 +94,18 @@ class Engine:
                                 env=self.env)
         if result.returncode:
             raise AssertionError(f"building the stand-in base image failed:\n{result.stderr[-3000:]}")
+
+    def save_image(self, archive: Path) -> Path:
+        """`docker save` of the built service image to `archive`, the `image_archive()` taken before the build (so
+        that a source edited during the build cannot give an old image a new key); older archives are removed."""
+        IMAGE_CACHE.mkdir(parents=True, exist_ok=True)
+        for old in IMAGE_CACHE.glob("*.tar*"):
+            if old != archive:
+                old.unlink()
+        if not archive.exists():
+            self.run("save", "-o", f"{archive}.part", IMAGE, timeout_s=600)
+            os.replace(f"{archive}.part", archive)
+        return archive
 
     def containers(self) -> list[dict]:
         """`compose ps -a` as dicts (Service, Name, State, Health, ExitCode, ...)."""
@@ -150,3 +184,19 @@ def wait_for(predicate, timeout_s: float, what: str, interval_s: float = 2.0):
             last_error = error
         time.sleep(interval_s)
     raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what} (last error: {last_error})")
+
+
+def built_image_archive() -> Path:
+    """The saved service image of the current sources: the live compose test's, or built now in a throw-away engine."""
+    archive = image_archive()
+    if archive.exists():
+        return archive
+    engine = Engine()
+    engine.env["DQN_TEST_TENSORBOARD_PORT"] = "6006"  # compose.live.yml requires one; nothing is published here
+    try:
+        engine.start()
+        engine.build_base()
+        engine.compose("build", "replay-server", timeout_s=900)
+        return engine.save_image(archive)
+    finally:
+        engine.purge()

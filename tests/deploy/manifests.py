@@ -16,6 +16,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = REPO / "docker-compose.yml"
 GPU_OVERRIDE = REPO / "deploy" / "compose.gpu.yml"
+SWARM_OVERRIDE = REPO / "deploy" / "swarm.yml"
 DOCKERFILE = REPO / "deploy" / "Dockerfile"
 K8S = REPO / "deploy" / "k8s"
 OVERLAYS = {"base": K8S / "base", "dev": K8S / "overlays" / "dev", "gpu": K8S / "overlays" / "gpu"}
@@ -35,6 +36,12 @@ def tool(name: str) -> str:
 def load_compose(path: Path = COMPOSE_FILE) -> dict[str, Any]:
     """The compose file as PyYAML sees it (anchors and `<<` merges resolved)."""
     return yaml.safe_load(path.read_text())
+
+
+def project_name() -> str:
+    """The Compose project name from the repository's .env (docker-compose.yml carries no `name`)."""
+    lines = (REPO / ".env").read_text().splitlines()
+    return next(line.split("=", 1)[1] for line in lines if line.startswith("COMPOSE_PROJECT_NAME="))
 
 
 def render(overlay: str) -> list[dict[str, Any]]:

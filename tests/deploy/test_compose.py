@@ -18,6 +18,7 @@ from tests.deploy.manifests import (
     ROLES,
     load_compose,
     parse_duration_s,
+    project_name,
     tool,
 )
 
@@ -126,7 +127,8 @@ def test_roles_have_grpc_healthchecks(compose, name):
     assert service["healthcheck"]["test"] == ["CMD", "dqn-service", "probe", f"localhost:{port}"]
     assert parse_duration_s(service["healthcheck"]["start_period"]) >= 60  # TensorFlow import on a slow box
     if name != "replay-server":
-        assert service["depends_on"] == {"replay-server": {"condition": "service_healthy"}}
+        # a plain list: `docker stack deploy` refuses conditions (roles wait for the replay server themselves)
+        assert service["depends_on"] == ["replay-server"]
 
 
 def test_volumes_hold_the_run_root_and_replay_checkpoints(compose):
@@ -167,7 +169,9 @@ def test_actor_replicas_derive_distinct_ids(compose):
     assert compose["services"]["actor"]["environment"]["DQN_ACTOR_ID"] == "-1"
     assert "DQN_ACTOR_ID" not in compose["x-dqn-env"]
     assert "container_name" not in compose["services"]["actor"], "a fixed name would forbid --scale"
-    assert replica_number(f"{compose['name']}-actor-3.{compose['name']}_replay") == 3
+    project = project_name()
+    assert project == "dqn-service"
+    assert replica_number(f"{project}-actor-3.{project}_replay") == 3
 
 
 def test_gpu_override_changes_only_the_learner(compose):
