@@ -23,9 +23,19 @@ import time
 _armed: EnvCallTimer | None = None
 
 
+_handler_installed = False
+
+
 def _on_alarm(_signum: int, _frame: object) -> None:
     if _armed is not None:
         _armed.check()
+
+
+def _install_handler() -> None:
+    """Installs the SIGALRM handler once per process (every timer shares it)."""
+    global _handler_installed
+    signal.signal(signal.SIGALRM, _on_alarm)
+    _handler_installed = True
 
 
 class EnvCallTimeout(Exception):
@@ -59,8 +69,8 @@ class EnvCallTimer:
         global _armed
         if self.limit_s <= 0 or threading.current_thread() is not threading.main_thread():
             return False
-        if signal.getsignal(signal.SIGALRM) is not _on_alarm:
-            signal.signal(signal.SIGALRM, _on_alarm)
+        if not _handler_installed:
+            _install_handler()
         _armed = self
         signal.setitimer(signal.ITIMER_REAL, self._interval_s, self._interval_s)
         return True

@@ -59,6 +59,9 @@ class RecoveringEnv(gym.Wrapper):
         self._faults = faults
         self._env_id = env_id
         self._timer = timer or EnvCallTimer(0)
+        # What the timer names when a call hangs; made once, not on every call.
+        self._step_call = f"env {env_id!r} sub-env {index} step"
+        self._reset_call = f"env {env_id!r} sub-env {index} reset"
         self._broken = False
         self._reset_at_next_step = False  # set by mark_non_finite when the vector env will not reset it itself
         self._recreations = 0  # how many times this sub-env was made anew (each gets a seed of its own)
@@ -82,7 +85,7 @@ class RecoveringEnv(gym.Wrapper):
         last: BaseException | None = None
         for attempt in range(RESET_ATTEMPTS):
             try:
-                self._timer.enter(f"env {self._env_id!r} sub-env {self._index} reset")
+                self._timer.enter(self._reset_call)
                 try:
                     if self._broken:
                         self._recreate()
@@ -112,7 +115,7 @@ class RecoveringEnv(gym.Wrapper):
             observation, info = self.reset()
             return observation, 0.0, False, False, info
         try:
-            self._timer.enter(f"env {self._env_id!r} sub-env {self._index} step")
+            self._timer.enter(self._step_call)
             try:
                 observation, reward, terminated, truncated, info = self.env.step(action)
             finally:
