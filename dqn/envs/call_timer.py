@@ -47,19 +47,21 @@ class EnvCallTimer:
 
     def __init__(self, limit_s: float):
         self.limit_s = limit_s
-        self._entered_at: float | None = None
-        self._what = ""
+        # Set around every call into a sub-env (`enter`/`leave`, or directly on the hot path): plain attributes,
+        # because a vector step makes one call per sub-env and method calls would cost more than the env's step.
+        self.entered_at: float | None = None
+        self.call = ""
         # Checks often enough that a call is interrupted within about a tenth of its limit after it passes.
         self._interval_s = min(1.0, max(0.01, limit_s / 10))
 
     def enter(self, what: str) -> None:
         """A call into a sub-env starts now (`what` names it in the error)."""
-        self._what = what
-        self._entered_at = time.monotonic()
+        self.call = what
+        self.entered_at = time.monotonic()
 
     def leave(self) -> None:
         """The call returned (or raised)."""
-        self._entered_at = None
+        self.entered_at = None
 
     def arm(self) -> bool:
         """Starts the periodic check for the calls of one vector step; False where it cannot run.
@@ -84,7 +86,7 @@ class EnvCallTimer:
 
     def check(self) -> None:
         """Raises EnvCallTimeout if the current call into a sub-env has run past the limit (from the handler)."""
-        entered = self._entered_at
+        entered = self.entered_at
         if entered is not None and time.monotonic() - entered >= self.limit_s:
-            self._entered_at = None
-            raise EnvCallTimeout(f"{self._what} did not return within {self.limit_s:g} s (--env-call-timeout-s)")
+            self.entered_at = None
+            raise EnvCallTimeout(f"{self.call} did not return within {self.limit_s:g} s (--env-call-timeout-s)")
