@@ -23,19 +23,10 @@ import time
 _armed: EnvCallTimer | None = None
 
 
-_handler_installed = False
-
-
 def _on_alarm(_signum: int, _frame: object) -> None:
+    """The one SIGALRM handler every timer shares: asks the armed timer."""
     if _armed is not None:
         _armed.check()
-
-
-def _install_handler() -> None:
-    """Installs the SIGALRM handler once per process (every timer shares it)."""
-    global _handler_installed
-    signal.signal(signal.SIGALRM, _on_alarm)
-    _handler_installed = True
 
 
 class EnvCallTimeout(Exception):
@@ -71,8 +62,8 @@ class EnvCallTimer:
         global _armed
         if self.limit_s <= 0 or threading.current_thread() is not threading.main_thread():
             return False
-        if not _handler_installed:
-            _install_handler()
+        if signal.getsignal(signal.SIGALRM) is not _on_alarm:  # first use, or someone else took SIGALRM since
+            signal.signal(signal.SIGALRM, _on_alarm)
         _armed = self
         signal.setitimer(signal.ITIMER_REAL, self._interval_s, self._interval_s)
         return True
