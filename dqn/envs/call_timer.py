@@ -23,6 +23,10 @@ import time
 _armed: EnvCallTimer | None = None
 
 
+#: Arms between two checks that SIGALRM still runs `_on_alarm`.
+HANDLER_CHECK_EVERY = 64
+
+
 def _on_alarm(_signum: int, _frame: object) -> None:
     """The one SIGALRM handler every timer shares: asks the armed timer."""
     if _armed is not None:
@@ -44,6 +48,7 @@ class EnvCallTimer:
         self.call = ""
         # Checks often enough that a call is interrupted within about a tenth of its limit after it passes.
         self._interval_s = min(1.0, max(0.01, limit_s / 10))
+        self._arms = 0
 
     def enter(self, what: str) -> None:
         """A call into a sub-env starts now (`what` names it in the error)."""
@@ -62,7 +67,10 @@ class EnvCallTimer:
         global _armed
         if self.limit_s <= 0 or threading.current_thread() is not threading.main_thread():
             return False
-        if signal.getsignal(signal.SIGALRM) is not _on_alarm:  # first use, or someone else took SIGALRM since
+        # The handler is checked on the first arm and every HANDLER_CHECK_EVERY arms after (asking costs more than a
+        # vector step's bookkeeping): something else may have taken SIGALRM meanwhile (a test runner's timeout).
+        self._arms += 1
+        if self._arms % HANDLER_CHECK_EVERY == 1 and signal.getsignal(signal.SIGALRM) is not _on_alarm:
             signal.signal(signal.SIGALRM, _on_alarm)
         _armed = self
         signal.setitimer(signal.ITIMER_REAL, self._interval_s, self._interval_s)
