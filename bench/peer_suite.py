@@ -9,9 +9,9 @@ return at 60/120/240 s for both and their ratio at the budget, writes the rows a
 (best-so-far return against seconds since launch, a thin line per seed) into docs/learning-curves/.
 
     .venv/bin/pip install -c requirements.lock -e '.[bench-envs]'
-    python3.11 -m venv /work/peers-venv && /work/peers-venv/bin/pip install stable-baselines3==2.9.2 \
+    python3.11 -m venv peers-venv && peers-venv/bin/pip install stable-baselines3==2.9.2 \
         gymnasium==1.3.0 "numpy<2" minatar==1.0.15 highway-env==1.11 popgym==1.0.7 pygame==2.1.3
-    .venv/bin/python bench/peer_suite.py --seeds 1 2 --budget-s 240 --peer-python /work/peers-venv/bin/python
+    .venv/bin/python bench/peer_suite.py --seeds 1 2 --budget-s 240 --peer-python peers-venv/bin/python
 """
 
 from __future__ import annotations
@@ -148,7 +148,7 @@ def main() -> None:
     parser.add_argument("--envs", nargs="+", default=ENVS)
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--budget-s", type=float, default=240.0)
-    parser.add_argument("--peer-python", default="/work/peers-venv/bin/python", help="the SB3 virtualenv's python")
+    parser.add_argument("--peer-python", required=True, help="python of the bench-only virtualenv with SB3")
     parser.add_argument("--json", default="runs/peer_suite.json")
     parser.add_argument("--png-dir", default=os.path.join(REPO, "docs", "learning-curves"))
     args = parser.parse_args()

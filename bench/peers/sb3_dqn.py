@@ -2,7 +2,7 @@
 
 Runs with the bench-only peer virtualenv (never the service's), e.g.
 
-    /work/peers-venv/bin/python bench/peers/sb3_dqn.py --env-id popgym:popgym-PositionOnlyCartPoleEasy-v0 \
+    peers-venv/bin/python bench/peers/sb3_dqn.py --env-id popgym:popgym-PositionOnlyCartPoleEasy-v0 \
         --seed 1 --budget-s 240 --out runs/sb3.jsonl
 
 Each line: `time` (epoch s), `train_step` (SB3 gradient updates), `env_steps`, `average_return` (10 greedy
