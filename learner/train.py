@@ -129,7 +129,10 @@ class Learner:
         self.no_data_log = LogThrottle(config.no_data_timeout_s)  # both "no new data" warnings share it
         self.non_finite = NonFiniteUpdates()
         self.rollback_log = LogThrottle(60.0)  # data that stays non-finite would roll back every few calls
-        self.finite_variables = FiniteVariables(lambda: [*self.bundle.agent.variables, *self.optimizer.variables])
+        # The agent's variables are listed once (listing walks its modules, milliseconds); the optimizer's are asked
+        # each time, because it makes its slots at the first update.
+        agent_variables = list(self.bundle.agent.variables)
+        self.finite_variables = FiniteVariables(lambda: [*agent_variables, *self.optimizer.variables])
 
     @property
     def optimizer(self) -> tf.keras.optimizers.Optimizer:
