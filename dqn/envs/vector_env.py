@@ -130,7 +130,12 @@ class GymnasiumVectorEnvironment(py_environment.PyEnvironment):
             for index, what in bad.items():
                 sub_env = self._sub_envs[index]
                 sub_env.mark_non_finite(what, None)
-                fresh = self._convert(sub_env.reset()[0])
+                armed = self._timer.arm()  # this reset is a call into the env too: it gets the same deadline
+                try:
+                    fresh = self._convert(sub_env.reset()[0])
+                finally:
+                    if armed:
+                        self._timer.disarm()
                 observation = tf.nest.map_structure(_with_row(index), observation, fresh)
         bad = self._non_finite_envs(observation, np.zeros(self._num_envs))
         if bad:
