@@ -126,6 +126,7 @@ def run_seed(seed: int, args: argparse.Namespace) -> dict:
     from dqn.model.graph_policy import batched_actions
     from dqn.model.schedules import epsilon_at
     from dqn.replay_layout.items import ItemShape
+    from dqn.replay_layout.tables import DEFAULT_SAMPLES_PER_INSERT
     from dqn.replay_layout.unpack import close_episode_ends
     from dqn.settings.config import LocalConfig
     from dqn.settings.loading import resolve
@@ -155,8 +156,9 @@ def run_seed(seed: int, args: argparse.Namespace) -> dict:
     run_past_episode_end = shape.run_past_episode_end and not args.observer_windows
     ring = StepRing(config.replay_max_size, num_envs, env.observation_spec().shape, shape.sequence_length,
                     run_past_episode_end, rng, shape.envs_per_item)
-    env_steps_per_train_step = (config.train_batch_size() / config.samples_per_insert if config.samples_per_insert
-                                else num_envs)
+    # Auto (none) is the default ratio for the cheap envs this simulates (it rises only for slow envs).
+    ratio = DEFAULT_SAMPLES_PER_INSERT if config.samples_per_insert is None else config.samples_per_insert
+    env_steps_per_train_step = config.train_batch_size() / ratio if ratio else num_envs
     if run_past_episode_end:  # what the learner's dataset does to these windows
         train = tf.function(lambda items: learner.agent.train(close_episode_ends(items, config.gamma)),
                             autograph=False)

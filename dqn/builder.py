@@ -8,11 +8,13 @@ the same two inputs, so the roles agree without reading each other's files and m
 from __future__ import annotations
 
 import functools
+import logging
 
 import reverb
 import tensorflow as tf
 
 from dqn.envs.making import EnvOptions, env_specs
+from dqn.envs.step_cost import measure_step_seconds
 from dqn.envs.vector_env import GymnasiumVectorEnvironment
 from dqn.model.agent import AgentBundle, build_agent
 from dqn.model.collect_policy import (
@@ -29,7 +31,10 @@ from dqn.model.numpy_policy import HostQNetwork
 from dqn.remote.replay_client import check_signatures
 from dqn.replay_layout import dataset
 from dqn.replay_layout.layout import ReplayLayout
+from dqn.replay_layout.tables import DEFAULT_SAMPLES_PER_INSERT, auto_samples_per_insert
 from dqn.settings.config import CommonConfig
+
+log = logging.getLogger(__name__)
 
 
 class DqnBuilder:
@@ -60,9 +65,25 @@ class DqnBuilder:
         """Table name -> signature of the replay, variables and requests tables."""
         return self.layout.signatures(self.replay_item_step_spec, self.agent.policy_variables)
 
+    @functools.cached_property
+    def samples_per_insert(self) -> float:
+        """config.samples_per_insert, or with auto (none) the ratio the env's measured step cost calls for."""
+        config = self.config
+        if config.samples_per_insert is not None:
+            return config.samples_per_insert
+        try:
+            step_s = measure_step_seconds(config.env_id, self.env_options, config.env_call_timeout_s, seed=config.seed)
+        except Exception as error:  # noqa: BLE001 - the user's env; the actors report its faults where they matter
+            log.warning("samples_per_insert auto: timing the env failed (%s: %s); using %g", type(error).__name__,
+                        error, DEFAULT_SAMPLES_PER_INSERT)
+            return DEFAULT_SAMPLES_PER_INSERT
+        ratio = auto_samples_per_insert(step_s)
+        log.info("samples_per_insert auto: %g (an env step takes %.3g ms)", ratio, step_s * 1e3)
+        return ratio
+
     def make_tables(self) -> list[reverb.Table]:
         """The Reverb tables the replay server serves."""
-        return self.layout.make_tables(self.table_signatures())
+        return self.layout.make_tables(self.table_signatures(), self.samples_per_insert)
 
     def check_server_tables(self, client: reverb.Client, role: str) -> None:
         """Refuses (SpecMismatch) a server whose tables were built for other settings than this role's."""

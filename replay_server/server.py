@@ -184,7 +184,7 @@ def serve(config: ReplayServerConfig) -> int:
     server, tables = start_reverb(config, builder)
     client = reverb.Client(f"localhost:{server.port}")
     info = server_info(client, config.rpc_timeout_s)
-    mismatches = table_mismatches(tables, info)
+    mismatches = table_mismatches(tables, info, auto_ratio=config.samples_per_insert is None)
     if mismatches:
         server.stop()
         raise RestoreMismatch(

@@ -13,12 +13,14 @@ so every part of the observation must reach the Q-network for the greedy policy 
 - TextObs-v0: a Text observation (refused at start).
 - NaNCartPole-v0 / NaNRewardCartPole-v0: CartPole returning NaN in the observation / reward once in ~5,000 steps.
 - HangingCartPole-v0 / OftenHangingCartPole-v0: CartPole whose step blocks for good (as on a dead socket) once in
-  ~50,000 / ~3,000 steps.
+  ~50,000 / ~3,000 steps; AlwaysHangingCartPole-v0 on its first step.
+- SlowCartPole-v0: CartPole taking 2 ms a step (a simulator far slower than the learner).
 """
 
 from __future__ import annotations
 
 import threading
+import time
 
 import gymnasium as gym
 import numpy as np
@@ -121,6 +123,18 @@ class HangingCartPole(CartPoleEnv):
         return super().step(action)
 
 
+class SlowCartPole(CartPoleEnv):
+    """CartPole whose step takes `step_s` seconds longer (a simulator that is slow, not stuck)."""
+
+    def __init__(self, step_s: float = 0.002, **kwargs):
+        super().__init__(**kwargs)
+        self.step_s = step_s
+
+    def step(self, action):
+        time.sleep(self.step_s)
+        return super().step(action)
+
+
 def _register() -> None:
     for name in SPACES:
         if name not in gym.registry:
@@ -128,7 +142,9 @@ def _register() -> None:
     for name, entry, kwargs in (("NaNCartPole-v0", NaNCartPole, {}),
                                 ("NaNRewardCartPole-v0", NaNCartPole, {"where": "reward"}),
                                 ("HangingCartPole-v0", HangingCartPole, {}),
-                                ("OftenHangingCartPole-v0", HangingCartPole, {"every": 3000})):
+                                ("OftenHangingCartPole-v0", HangingCartPole, {"every": 3000}),
+                                ("AlwaysHangingCartPole-v0", HangingCartPole, {"every": 1}),
+                                ("SlowCartPole-v0", SlowCartPole, {})):
         if name not in gym.registry:
             gym.register(name, entry_point=entry, kwargs=kwargs, max_episode_steps=500, reward_threshold=475.0)
 

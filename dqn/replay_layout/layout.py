@@ -58,9 +58,10 @@ class ReplayLayout:
                 VARIABLES_TABLE: tables.variables_signature(policy_variables),
                 REQUESTS_TABLE: tables.requests_signature()}
 
-    def make_tables(self, signatures: dict[str, object]) -> list:
+    def make_tables(self, signatures: dict[str, object], samples_per_insert: float) -> list:
         """The `replay`, `variables` and `learner_requests` Reverb tables with these `signatures`."""
-        return tables.make_tables(self.config, self.shape, signatures[REPLAY_TABLE], signatures[VARIABLES_TABLE])
+        return tables.make_tables(self.config, self.shape, signatures[REPLAY_TABLE], signatures[VARIABLES_TABLE],
+                                  samples_per_insert)
 
     def make_writer(self, client, num_envs: int, observation_spec=None,
                     action_spec=None) -> TrajectoryStreams | BlockStreams:

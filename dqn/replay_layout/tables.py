@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import reverb
 import tensorflow as tf
 from tf_agents.specs import tensor_spec
@@ -49,16 +51,39 @@ def requests_signature() -> dict[str, object]:
     return {RESET_REQUEST_STEP_KEY: tf.TensorSpec((), tf.int64)}
 
 
-def replay_rate_limiter(config, shape: ItemShape) -> reverb.rate_limiters.RateLimiter:
+#: The default replay ratio, and the auto ratio for envs whose step costs less than the learner's share of it.
+DEFAULT_SAMPLES_PER_INSERT = 4.0
+#: The auto ratio's ceiling: past it a slow env's few transitions are replayed so often that DQN mostly fits noise.
+MAX_AUTO_SAMPLES_PER_INSERT = 32.0
+#: Wall seconds the learner spends per sampled transition with the default network on a 2-core box (an SGD step of
+#: 256 samples at ~170 steps/s, docs/performance.md); the auto ratio weighs an env step against it.
+LEARNER_SECONDS_PER_SAMPLE = 25e-6
+
+
+def auto_samples_per_insert(step_seconds: float) -> float:
+    """The replay ratio for an env whose step takes `step_seconds`.
+
+    As many samples of each transition as the learner can train on while the env makes the next one, rounded
+    down to a power of 2, within [DEFAULT_SAMPLES_PER_INSERT, MAX_AUTO_SAMPLES_PER_INSERT]. Cheap envs (classic
+    control, Box2D, grid games: 5-50 us a step) keep the default, where the learner is the bottleneck; a
+    simulator at milliseconds a step would leave the learner idle at the default.
+    """
+    affordable = step_seconds / LEARNER_SECONDS_PER_SAMPLE
+    if affordable < 2 * DEFAULT_SAMPLES_PER_INSERT:
+        return DEFAULT_SAMPLES_PER_INSERT
+    return min(MAX_AUTO_SAMPLES_PER_INSERT, float(2 ** math.floor(math.log2(affordable))))
+
+
+def replay_rate_limiter(config, shape: ItemShape, samples_per_insert: float) -> reverb.rate_limiters.RateLimiter:
     """MinSize, or SampleToInsertRatio when samples_per_insert > 0 (keeps actors and learner in step).
 
     Counted in items; with block items every item holds envs_per_item transitions, so samples per insert
-    means the same per transition.
+    means the same per transition. `samples_per_insert` is config.samples_per_insert with auto resolved.
     """
     min_items = shape.items(config.replay_min_size)
-    if config.samples_per_insert <= 0:
+    if samples_per_insert <= 0:
         return reverb.rate_limiters.MinSize(min_items)
-    spi = config.samples_per_insert
+    spi = samples_per_insert
     # Reverb needs the allowed window to hold at least 2 * max(1, spi) or it can deadlock.
     error_buffer = max(config.samples_per_insert_tolerance * min_items * spi, 2.0 * max(1.0, spi))
     return reverb.rate_limiters.SampleToInsertRatio(spi, min_items, error_buffer)
@@ -77,7 +102,8 @@ def latest_item_table(name: str, signature) -> reverb.Table:
                         rate_limiter=reverb.rate_limiters.MinSize(1), signature=signature)
 
 
-def make_tables(config, shape: ItemShape, replay_item_signature, variables_item_signature) -> list[reverb.Table]:
+def make_tables(config, shape: ItemShape, replay_item_signature, variables_item_signature,
+                samples_per_insert: float) -> list[reverb.Table]:
     """The `replay`, `variables` (latest weights) and `learner_requests` (evaluator -> learner) tables.
 
     `replay` samples uniformly or by priority and removes FIFO; the other two hold their latest item only.
@@ -87,7 +113,7 @@ def make_tables(config, shape: ItemShape, replay_item_signature, variables_item_
         sampler=replay_sampler(config),
         remover=reverb.selectors.Fifo(),
         max_size=shape.items(config.replay_max_size),
-        rate_limiter=replay_rate_limiter(config, shape),
+        rate_limiter=replay_rate_limiter(config, shape, samples_per_insert),
         signature=replay_item_signature,
     )
     variables = latest_item_table(VARIABLES_TABLE, variables_item_signature)

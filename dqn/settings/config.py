@@ -87,8 +87,9 @@ class CommonConfig:
     replay_max_size: int = setting(100_000, "replay table capacity, in transitions (the oldest are removed first)",
                                    ge=1)
     replay_min_size: int = setting(1000, "transitions in replay before the learner may sample", ge=1)
-    samples_per_insert: float = setting(4.0, "rate limiter: transitions sampled per transition inserted; 0 = only "
-                                        "wait for replay_min_size", ge=0)
+    samples_per_insert: float | None = setting(None, "rate limiter: transitions sampled per transition inserted; "
+                                               "0 = only wait for replay_min_size; none = auto: 4, raised up to 32 "
+                                               "for envs whose timed step is slow", ge=0)
     samples_per_insert_tolerance: float = setting(0.5, "rate limiter: allowed drift from samples_per_insert, as a "
                                                   "fraction of replay_min_size * samples_per_insert", gt=0)
     n_step_update: int = setting(1, "n of the n-step returns; replay items hold n + 1 consecutive steps", ge=1)
