@@ -10,7 +10,8 @@ return at 60/120/240 s for both and their ratio at the budget, writes the rows a
 
     .venv/bin/pip install -c requirements.lock -e '.[bench-envs]'
     python3.11 -m venv peers-venv && peers-venv/bin/pip install stable-baselines3==2.9.2 \
-        gymnasium==1.3.0 "numpy<2" minatar==1.0.15 highway-env==1.11 popgym==1.0.7 pygame==2.1.3
+        gymnasium==1.3.0 "numpy<2" minatar==1.0.15 highway-env==1.11 popgym==1.0.7 pygame==2.1.3 \
+        flappy-bird-gymnasium==0.4.0
     .venv/bin/python bench/peer_suite.py --seeds 1 2 --budget-s 240 --peer-python peers-venv/bin/python
 """
 
@@ -30,7 +31,7 @@ sys.path.insert(0, REPO)
 from bench.time_to_solve import SUMMARY  # noqa: E402
 
 ENVS = ["bench.peer_envs:MinAtar/Breakout-v1", "highway_env:highway-fast-v0",
-        "popgym:popgym-PositionOnlyCartPoleEasy-v0"]
+        "popgym:popgym-PositionOnlyCartPoleEasy-v0", "bench.peer_envs:FlappyBird/Features-v0"]
 CHECKPOINTS_S = (60, 120, 240)
 
 

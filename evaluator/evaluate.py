@@ -38,7 +38,7 @@ import tensorflow as tf
 
 from dqn.builder import DqnBuilder
 from dqn.envs.atari import is_atari
-from dqn.envs.making import EnvOptions
+from dqn.envs.making import EnvOptions, registered_episode_limit
 from dqn.model.flat_weights import FlatWeights
 from dqn.process.health import start_health
 from dqn.process.runtime import StopSignal, use_one_core
@@ -59,6 +59,9 @@ log = logging.getLogger("evaluator")
 #: Nature DQN's evaluation of Atari agents: epsilon 0.05, episodes of at most 5 minutes at 60 frames/s.
 ATARI_EVAL_EPSILON = 0.05
 ATARI_EVAL_FRAMES = 18_000
+#: The cap on an evaluation episode of an env with no episode limit of its own (and none set): a policy that has
+#: learned never to fail would otherwise keep the evaluator in one episode for good.
+UNLIMITED_ENV_EVAL_STEPS = 10_000
 #: Seconds between "waiting for first weights" log lines.
 WAIT_LOG_INTERVAL_S = 15
 
@@ -73,6 +76,8 @@ def evaluation_protocol(config: EvaluatorConfig) -> tuple[float, EnvOptions]:
     cap = config.eval_max_episode_steps
     if not cap and atari:  # Nature DQN's 5 minutes, or the training cap where that is shorter
         cap = min(filter(None, (ATARI_EVAL_FRAMES // config.atari_frame_skip, options.max_episode_steps)))
+    elif not cap and not options.max_episode_steps and registered_episode_limit(config.env_id) is None:
+        cap = UNLIMITED_ENV_EVAL_STEPS
     if cap:
         options = dataclasses.replace(options, max_episode_steps=cap)
     return epsilon, options

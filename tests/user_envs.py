@@ -14,6 +14,7 @@ so every part of the observation must reach the Q-network for the greedy policy 
 - NaNCartPole-v0 / NaNRewardCartPole-v0: CartPole returning NaN in the observation / reward once in ~5,000 steps.
 - HangingCartPole-v0 / OftenHangingCartPole-v0: CartPole whose step blocks for good (as on a dead socket) once in
   ~50,000 / ~3,000 steps; AlwaysHangingCartPole-v0 on its first step.
+- Endless-v0: match the bit on a float vector for ever (no episode end, no registered limit).
 - SlowCartPole-v0: CartPole taking 2 ms a step (a simulator far slower than the learner).
 """
 
@@ -28,9 +29,10 @@ from gymnasium.envs.classic_control.cartpole import CartPoleEnv
 
 
 class MatchTheBit(gym.Env):
-    """Two actions; reward 1 when the action equals the hidden bit that the observation encodes. 20 steps."""
+    """Two actions; reward 1 when the action equals the hidden bit the observation encodes; `episode_steps` long."""
 
-    def __init__(self, observation_space: gym.Space, encode):
+    def __init__(self, observation_space: gym.Space, encode, episode_steps: int | None = 20):
+        self.episode_steps = episode_steps
         self.observation_space = observation_space
         self.action_space = gym.spaces.Discrete(2)
         self._encode = encode
@@ -49,7 +51,7 @@ class MatchTheBit(gym.Env):
     def step(self, action):
         reward = 1.0 if int(action) == self._bit else 0.0
         self._steps += 1
-        return self._observe(), reward, False, self._steps >= 20, {}
+        return self._observe(), reward, False, self.episode_steps is not None and self._steps >= self.episode_steps, {}
 
 
 def _grid(bit, rng, dtype=np.bool_, shape=(6, 6, 2)):
@@ -91,6 +93,12 @@ def make_match_env(name: str) -> MatchTheBit:
     """The MatchTheBit env of one SPACES entry."""
     space, encode = SPACES[name]
     return MatchTheBit(space, encode)
+
+
+def make_endless_env() -> MatchTheBit:
+    """MatchTheBit on a one-hot float pair whose episodes never end."""
+    return MatchTheBit(gym.spaces.Box(0.0, 1.0, (2,), np.float32),
+                       lambda bit, _: np.eye(2, dtype=np.float32)[bit], episode_steps=None)
 
 
 class NaNCartPole(CartPoleEnv):
@@ -139,6 +147,8 @@ def _register() -> None:
     for name in SPACES:
         if name not in gym.registry:
             gym.register(name, entry_point=make_match_env, kwargs={"name": name}, reward_threshold=19.0)
+    if "Endless-v0" not in gym.registry:
+        gym.register("Endless-v0", entry_point=make_endless_env)
     for name, entry, kwargs in (("NaNCartPole-v0", NaNCartPole, {}),
                                 ("NaNRewardCartPole-v0", NaNCartPole, {"where": "reward"}),
                                 ("HangingCartPole-v0", HangingCartPole, {}),

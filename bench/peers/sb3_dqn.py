@@ -47,6 +47,14 @@ HYPERPARAMS = {
         policy_kwargs=dict(net_arch=[256, 256]), learning_rate=2.3e-3, batch_size=64, buffer_size=100_000,
         learning_starts=1_000, gamma=0.99, target_update_interval=10, train_freq=256, gradient_steps=128,
         exploration_fraction=0.16, exploration_final_eps=0.04),
+    # flappy-bird-gymnasium's authors publish no DQN settings for SB3 (their DQN example is their own code):
+    # rl-baselines3-zoo hyperparams/dqn.yml CartPole-v1 as for popgym, the zoo's entry for a small feature vector
+    # with two actions.
+    "bench.peer_envs:FlappyBird/Features-v0": dict(
+        source="rl-baselines3-zoo hyperparams/dqn.yml, CartPole-v1", n_timesteps=50_000, policy="MlpPolicy",
+        policy_kwargs=dict(net_arch=[256, 256]), learning_rate=2.3e-3, batch_size=64, buffer_size=100_000,
+        learning_starts=1_000, gamma=0.99, target_update_interval=10, train_freq=256, gradient_steps=128,
+        exploration_fraction=0.16, exploration_final_eps=0.04),
 }
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import importlib
 from collections.abc import Callable
 from typing import Any
 
@@ -77,6 +78,17 @@ def make_gym_env(env_id: str, options: EnvOptions | None = None, **kwargs: Any) 
         env.close()
         raise
     return env
+
+
+def registered_episode_limit(env_id: str) -> int | None:
+    """The `max_episode_steps` an id is registered with (its TimeLimit), None if it has none."""
+    module, _, name = env_id.rpartition(":")
+    try:
+        if module:
+            importlib.import_module(module)  # registers the id (already imported once the env was made)
+        return gym.spec(name).max_episode_steps
+    except (gym.error.Error, ImportError):
+        return None
 
 
 @functools.lru_cache(maxsize=32)

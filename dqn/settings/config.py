@@ -314,8 +314,8 @@ class EvaluatorConfig(CommonConfig):
         None, "evaluation policy's random-action probability; none = auto: 0.05 for Atari ids (Nature DQN), "
               "0 (greedy) otherwise", ge=0, le=1)
     eval_max_episode_steps: int = setting(
-        0, "cap on an evaluation episode in agent steps; 0 = auto: as training (max_episode_steps), for Atari ids at "
-           "most 18,000 frames / atari_frame_skip (Nature DQN's 5 minutes)", ge=0)
+        0, "cap on an evaluation episode in agent steps; 0 = auto: as training, for Atari ids at most 18,000 frames / "
+           "atari_frame_skip, for envs with no limit 10,000", ge=0)
     fallback_reset_patience: int = setting(
         500, "a run stuck partway to its target starts afresh (new Q-network, empty replay, epsilon restarted) "
            "after this many train steps below halfway to its best, or four times as many stalled low; 0 = never",

@@ -4,10 +4,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import tests.user_envs  # noqa: F401 - registers the user envs
 from dqn.builder import DqnBuilder
 from dqn.model.flat_weights import FlatWeights
 from dqn.settings.config import EvaluatorConfig
 from dqn.settings.loading import ConfigError, resolve
+from evaluator import evaluate
 from evaluator.evaluate import evaluation_protocol, make_episodes
 
 BREAKOUT = "ALE/Breakout-v5"
@@ -34,6 +36,22 @@ def test_explicit_settings_win():
                                                            eval_max_episode_steps=100))
     assert epsilon == 0.0 and options.max_episode_steps == 100
     assert evaluation_protocol(EvaluatorConfig(eval_epsilon=0.2))[0] == 0.2
+
+
+def test_an_env_without_an_episode_limit_gets_one_for_evaluation(monkeypatch):
+    endless = "tests.user_envs:Endless-v0"
+    cap = evaluation_protocol(EvaluatorConfig(env_id=endless))[1].max_episode_steps
+    assert cap == evaluate.UNLIMITED_ENV_EVAL_STEPS
+    assert evaluation_protocol(EvaluatorConfig(env_id=endless, eval_max_episode_steps=70))[1].max_episode_steps == 70
+    assert evaluation_protocol(EvaluatorConfig(env_id=endless, max_episode_steps=90))[1].max_episode_steps == 90
+    # An evaluation of it ends (here at a cap made small to keep the test short).
+    monkeypatch.setattr(evaluate, "UNLIMITED_ENV_EVAL_STEPS", 50)
+    config = EvaluatorConfig(env_id=endless, fc_layer_params=(8,), eval_episodes=2)
+    builder = DqnBuilder(config)
+    episodes = make_episodes(config, builder)
+    episodes.load(FlatWeights(builder.agent.policy_variables).read())
+    assert episodes.run(1)["average_episode_length"] == 50.0
+    episodes.close()
 
 
 @pytest.mark.parametrize("value", ["-0.1", "1.5"])

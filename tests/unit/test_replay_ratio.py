@@ -13,6 +13,7 @@ from dqn.replay_layout.tables import (
     auto_samples_per_insert,
 )
 from dqn.settings.config import CommonConfig
+from replay_server.tables import table_mismatches
 
 
 @pytest.mark.parametrize(("step_s", "ratio"), [
@@ -58,3 +59,13 @@ def test_an_env_that_hangs_while_timed_gets_the_default_within_the_call_limit(ca
                                       env_call_timeout_s=0.5))
     assert builder.samples_per_insert == DEFAULT_SAMPLES_PER_INSERT
     assert "timing the env failed (EnvCallTimeout" in caplog.text
+
+
+def test_a_restart_with_auto_keeps_the_checkpoints_ratio_and_an_explicit_ratio_must_match():
+    config = CommonConfig(fc_layer_params=(8,))
+    builder = DqnBuilder(config)
+    restored = {t.name: t.info for t in builder.layout.make_tables(builder.table_signatures(), 32.0)}
+    now = builder.layout.make_tables(builder.table_signatures(), 4.0)
+    assert table_mismatches(now, restored, auto_ratio=True) == []
+    assert table_mismatches(now, restored) == [
+        "replay.rate_limiter.samples_per_insert is 32.0 in the checkpoint, 4.0 in the config"]
