@@ -36,11 +36,16 @@ def breakout_config(config_class, **overrides):
 
 
 def replay_bytes(env_id: str, server_flags: tuple[str, ...], options, items: int) -> tuple[float, int]:
-    """(RSS growth of the replay server per stored item, items measured) after a warm-up fill of items / 5."""
+    """(RSS growth of the replay server per stored transition, transitions measured) after a warm-up fill.
+
+    `items` counts transitions (fill_replay's unit); the table counts items of envs_per_item transitions each
+    (the default config's, as the server runs without the flag), so its sizes are converted.
+    """
     import psutil
     import reverb
 
-    from dqn.replay_layout.items import REPLAY_TABLE
+    from dqn.replay_layout.items import REPLAY_TABLE, ItemShape
+    from dqn.settings.config import CommonConfig
 
     warmup = max(1000, items // 5)
     with replay_server(*server_flags, "--replay-max-size", str(2 * (warmup + items))) as (address, pid):
@@ -54,7 +59,8 @@ def replay_bytes(env_id: str, server_flags: tuple[str, ...], options, items: int
         rss_before, size_before = measure()
         fill_replay(address, items, env_id=env_id, options=options, seed=2)
         rss_after, size_after = measure()
-    return (rss_after - rss_before) / (size_after - size_before), size_after - size_before
+    transitions = (size_after - size_before) * ItemShape.from_config(CommonConfig()).envs_per_item
+    return (rss_after - rss_before) / transitions, transitions
 
 
 def part_replay(args: argparse.Namespace) -> None:
@@ -65,10 +71,10 @@ def part_replay(args: argparse.Namespace) -> None:
     config = breakout_config(CommonConfig)
     breakout, count = replay_bytes(config.env_id, BREAKOUT_SERVER, EnvOptions.from_config(config), args.items)
     print(f"replay bytes/transition, Breakout (84x84x4 uint8 stacks): {breakout:8.0f}  "
-          f"(RSS growth over {count} items; uncompressed stack = {84 * 84 * 4} bytes)", flush=True)
+          f"(RSS growth over {count} transitions; uncompressed stack = {84 * 84 * 4} bytes)", flush=True)
     cartpole, count = replay_bytes("CartPole-v1", ("--replay-min-size", "100"), EnvOptions(), args.items)
     print(f"replay bytes/transition, CartPole (16-byte observations):  {cartpole:8.0f}  "
-          f"(RSS growth over {count} items = Reverb's per-item bookkeeping)", flush=True)
+          f"(RSS growth over {count} transitions: Reverb's bookkeeping)", flush=True)
 
 
 def part_actor(args: argparse.Namespace) -> None:
@@ -137,7 +143,7 @@ PARTS = {"replay": part_replay, "actor": part_actor, "learner": part_learner}
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=20.0, help="measuring time per figure")
-    parser.add_argument("--items", type=int, default=20_000, help="items measured for bytes/transition")
+    parser.add_argument("--items", type=int, default=20_000, help="transitions measured for bytes/transition")
     parser.add_argument("--num-envs", default="1,8", help="actor env counts to measure")
     parser.add_argument("--part", choices=("all", *PARTS), default="all")
     args = parser.parse_args()
