@@ -6,14 +6,11 @@ ratio samples each of its transitions more often (`dqn/replay_layout/tables.py`,
 
 from __future__ import annotations
 
-import logging
 import statistics
 import time
 
 from dqn.envs.call_timer import EnvCallTimer
 from dqn.envs.making import EnvOptions, make_gym_env
-
-log = logging.getLogger(__name__)
 
 
 def measure_step_seconds(env_id: str, options: EnvOptions, call_limit_s: float, budget_s: float = 1.0,
