@@ -23,6 +23,13 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
+#: rl-baselines3-zoo hyperparams/dqn.yml CartPole-v1: the zoo's entry for a small feature vector with two actions.
+ZOO_CARTPOLE = dict(
+    source="rl-baselines3-zoo hyperparams/dqn.yml, CartPole-v1", n_timesteps=50_000, policy="MlpPolicy",
+    policy_kwargs=dict(net_arch=[256, 256]), learning_rate=2.3e-3, batch_size=64, buffer_size=100_000,
+    learning_starts=1_000, gamma=0.99, target_update_interval=10, train_freq=256, gradient_steps=128,
+    exploration_fraction=0.16, exploration_final_eps=0.04)
+
 #: Published DQN settings per env id, with their source. `policy_kwargs` "minatar" is MinAtar's own network.
 HYPERPARAMS = {
     # MinAtar's authors: examples/dqn.py of kenjyoung/MinAtar (Young & Tian 2019): batch 32, replay 100k, target
@@ -42,19 +49,10 @@ HYPERPARAMS = {
         batch_size=32, gamma=0.8, train_freq=1, gradient_steps=1, target_update_interval=50),
     # popgym's authors publish no DQN settings (their baselines are RLlib PPO with memory models): rl-baselines3-zoo
     # hyperparams/dqn.yml CartPole-v1, the env this one observes positions of.
-    "popgym:popgym-PositionOnlyCartPoleEasy-v0": dict(
-        source="rl-baselines3-zoo hyperparams/dqn.yml, CartPole-v1", n_timesteps=50_000, policy="MlpPolicy",
-        policy_kwargs=dict(net_arch=[256, 256]), learning_rate=2.3e-3, batch_size=64, buffer_size=100_000,
-        learning_starts=1_000, gamma=0.99, target_update_interval=10, train_freq=256, gradient_steps=128,
-        exploration_fraction=0.16, exploration_final_eps=0.04),
-    # flappy-bird-gymnasium's authors publish no DQN settings for SB3 (their DQN example is their own code):
-    # rl-baselines3-zoo hyperparams/dqn.yml CartPole-v1 as for popgym, the zoo's entry for a small feature vector
-    # with two actions.
-    "bench.peer_envs:FlappyBird/Features-v0": dict(
-        source="rl-baselines3-zoo hyperparams/dqn.yml, CartPole-v1", n_timesteps=50_000, policy="MlpPolicy",
-        policy_kwargs=dict(net_arch=[256, 256]), learning_rate=2.3e-3, batch_size=64, buffer_size=100_000,
-        learning_starts=1_000, gamma=0.99, target_update_interval=10, train_freq=256, gradient_steps=128,
-        exploration_fraction=0.16, exploration_final_eps=0.04),
+    "popgym:popgym-PositionOnlyCartPoleEasy-v0": ZOO_CARTPOLE,
+    # flappy-bird-gymnasium's authors publish no DQN settings for SB3 (their DQN example is their own code): the
+    # zoo's CartPole-v1 entry, as for popgym.
+    "bench.peer_envs:FlappyBird/Features-v0": ZOO_CARTPOLE,
 }
 
 
