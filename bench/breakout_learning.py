@@ -1,0 +1,181 @@
+"""Breakout learning on this box: ours beside Stable-Baselines3 DQN, same seeds and wall clock, curves as PNG.
+
+Per seed and side, one after the other (never two trainings at once):
+- ours: `dqn-service local --preset P --seed S --max-wall-time-s B` with a fresh --root-dir. Every 10 s the bench
+  reads the learner's and actors' progress files (train step, agent steps); each evaluation in
+  `<root>/evaluator/evals.jsonl` gets the agent steps of that moment (interpolated).
+- sb3: `bench/peers/sb3_atari.py` under the peer virtualenv's python (rl-baselines3-zoo's `atari` entry).
+Both clocks start at Popen. Both evaluate the same way (epsilon 0.05, at most 18,000 frames, a new best re-checked
+on fresh episodes); an evaluation counts at the lower of its average and its re-check. Results merge into
+`--json` by (side, seed), so the sides and seeds may run in different sittings; every call re-plots all rows.
+
+    .venv/bin/python bench/breakout_learning.py --sides ours --seeds 1 --minutes 90
+    .venv/bin/python bench/breakout_learning.py --sides sb3 --seeds 1 --minutes 90 --peer-python peers-venv/bin/python
+    .venv/bin/python bench/breakout_learning.py --plot-only        # the table and PNGs from the JSON
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)
+
+from bench.peer_suite import read_jsonl  # noqa: E402
+from bench.role_cpu import progress  # noqa: E402
+
+CHECKPOINTS_MIN = (30, 60, 90)
+LABELS = {"ours": "dqn-service --preset {preset}", "sb3": "SB3 DQN (rl-baselines3-zoo atari)"}
+
+
+def counted_return(record: dict) -> float:
+    """An evaluation's score: its average, or the lower of it and its re-check on fresh episodes."""
+    confirmed = record.get("confirmed_return")
+    return record["average_return"] if confirmed is None else min(record["average_return"], confirmed)
+
+
+def agent_steps_at(marks: list[tuple[float, int]], moment: float) -> int:
+    """Agent steps at `moment`, interpolated between the (time, agent steps) marks around it."""
+    times = [t for t, _ in marks]
+    index = bisect.bisect_left(times, moment)
+    if index == 0:
+        return marks[0][1] if marks else 0
+    if index == len(marks):
+        return marks[-1][1]
+    (t0, s0), (t1, s1) = marks[index - 1], marks[index]
+    return int(s0 + (s1 - s0) * (moment - t0) / max(t1 - t0, 1e-9))
+
+
+def run_ours(seed: int, budget_s: float, preset: str) -> dict:
+    """One `dqn-service local --preset` run; its evaluations with minutes and agent steps."""
+    root = tempfile.mkdtemp(prefix=f"breakout-ours-seed{seed}-")
+    command = [sys.executable, "-m", "launcher", "local", "--preset", preset, "--root-dir", root, "--seed",
+               str(seed), "--max-wall-time-s", str(budget_s)]
+    started = time.time()
+    marks: list[tuple[float, int]] = []
+    with open(os.path.join(root, "launcher.out"), "w", encoding="utf-8") as out:
+        run = subprocess.Popen(command, cwd=REPO, stdout=out, stderr=subprocess.STDOUT)
+        while run.poll() is None and time.time() - started < budget_s + 300:
+            time.sleep(10.0)
+            marks.append((time.time(), progress(root)[1]))
+        if run.poll() is None:
+            run.kill()
+    records = read_jsonl(os.path.join(root, "evaluator", "evals.jsonl"))
+    evaluations = [{"minutes": round((r["time"] - started) / 60, 2), "agent_steps": agent_steps_at(marks, r["time"]),
+                    "train_step": r["train_step"], "return": round(counted_return(r), 2)} for r in records]
+    return {"side": "ours", "seed": seed, "preset": preset, "root": root, "exit_code": run.returncode,
+            "budget_s": budget_s, "evaluations": evaluations, "agent_steps": marks[-1][1] if marks else 0,
+            "train_steps": progress(root)[0]}
+
+
+def run_sb3(seed: int, budget_s: float, python: str) -> dict:
+    """One SB3 run (bench/peers/sb3_atari.py); its evaluations with minutes and agent steps."""
+    out = tempfile.mktemp(prefix=f"breakout-sb3-seed{seed}-", suffix=".jsonl")
+    started = time.time()
+    command = [python, os.path.join(REPO, "bench", "peers", "sb3_atari.py"), "--seed", str(seed), "--budget-s",
+               str(budget_s), "--out", out]
+    result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=budget_s + 900)
+    records = read_jsonl(out)
+    evaluations = [{"minutes": round((r["time"] - started) / 60, 2), "agent_steps": r["env_steps"],
+                    "train_step": r["train_step"], "return": round(counted_return(r), 2)} for r in records]
+    row = {"side": "sb3", "seed": seed, "out": out, "exit_code": result.returncode, "budget_s": budget_s,
+           "evaluations": evaluations, "agent_steps": records[-1]["env_steps"] if records else 0,
+           "train_steps": records[-1]["train_step"] if records else 0}
+    if result.returncode:
+        row["error"] = result.stderr[-800:]
+    return row
+
+
+def best_by(evaluations: list[dict], minutes: float) -> float | None:
+    """The best counted return of trained weights within `minutes` of launch; None before the first."""
+    values = [e["return"] for e in evaluations if e["minutes"] <= minutes and e["train_step"] > 0]
+    return max(values) if values else None
+
+
+def print_table(rows: list[dict]) -> None:
+    """One markdown row per side and seed: best-so-far at 30/60/90 minutes, steps at the end."""
+    print("| side | seed | " + " | ".join(f"best @ {m} min" for m in CHECKPOINTS_MIN)
+          + " | agent steps | SGD steps |\n|" + "---|" * (len(CHECKPOINTS_MIN) + 4))
+    for row in sorted(rows, key=lambda r: (r["side"], r["seed"])):
+        cells = [best_by(row["evaluations"], m) for m in CHECKPOINTS_MIN]
+        print(f"| {row['side']} | {row['seed']} | " + " | ".join("-" if c is None else f"{c:.1f}" for c in cells)
+              + f" | {row['agent_steps']:,} | {row['train_steps']:,} |", flush=True)
+
+
+def plot(rows: list[dict], directory: str) -> list[str]:
+    """Two PNGs: best-so-far return against minutes since launch, and against agent steps."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    paths = []
+    for x_key, x_label, name in (("minutes", "minutes since launch", "breakout-wall-clock.png"),
+                                 ("agent_steps", "agent steps (4 frames each)", "breakout-agent-steps.png")):
+        figure, axes = plt.subplots(figsize=(6.4, 4.0))
+        for side, color in (("ours", "tab:blue"), ("sb3", "tab:orange")):
+            for row in sorted((r for r in rows if r["side"] == side), key=lambda r: r["seed"]):
+                points, best = [], None
+                for evaluation in row["evaluations"]:
+                    if evaluation["train_step"] > 0:
+                        best = evaluation["return"] if best is None else max(best, evaluation["return"])
+                        points.append((evaluation[x_key], best))
+                if points:
+                    label = LABELS[side].format(preset=row.get("preset")) + f", seed {row['seed']}"
+                    xs, ys = [x for x, _ in points], [y for _, y in points]
+                    axes.step(xs, ys, where="post", color=color, alpha=0.5 + 0.25 * (row["seed"] % 2),
+                              linewidth=1.2, label=label)
+        axes.set(xlabel=x_label, ylabel="best evaluation return so far (eps 0.05)", title="Breakout, 2 CPU cores")
+        if x_key == "minutes":
+            for minutes in CHECKPOINTS_MIN:
+                axes.axvline(minutes, color="grey", linewidth=0.5, linestyle=":")
+        axes.legend(loc="upper left", fontsize="small")
+        figure.tight_layout()
+        os.makedirs(directory, exist_ok=True)
+        paths.append(os.path.join(directory, name))
+        figure.savefig(paths[-1], dpi=100)
+        plt.close(figure)
+    return paths
+
+
+def main() -> None:
+    """Runs the asked sides and seeds, merges them into the JSON, prints the table and writes the PNGs."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sides", nargs="+", choices=("ours", "sb3"), default=["ours", "sb3"])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--minutes", type=float, default=90.0, help="wall-clock budget per run")
+    parser.add_argument("--preset", default="breakout-small", help="our preset")
+    parser.add_argument("--peer-python", help="python of the bench-only virtualenv with SB3 (for --sides sb3)")
+    parser.add_argument("--json", default=os.path.join(REPO, "docs", "atari-curves", "breakout_learning.json"))
+    parser.add_argument("--png-dir", default=os.path.join(REPO, "docs", "atari-curves"))
+    parser.add_argument("--plot-only", action="store_true", help="no runs: the table and PNGs from --json")
+    args = parser.parse_args()
+    rows = json.load(open(args.json, encoding="utf-8"))["rows"] if os.path.exists(args.json) else []
+    if not args.plot_only:
+        if "sb3" in args.sides and not args.peer_python:
+            parser.error("--sides sb3 needs --peer-python")
+        print(f"machine: {os.cpu_count()} cores; {args.minutes:.0f} min per run; sides {args.sides}; seeds "
+              f"{args.seeds}", flush=True)
+        for seed in args.seeds:
+            for side in args.sides:
+                row = (run_ours(seed, args.minutes * 60, args.preset) if side == "ours"
+                       else run_sb3(seed, args.minutes * 60, args.peer_python))
+                print(side, seed, json.dumps({k: v for k, v in row.items() if k != "evaluations"}), flush=True)
+                rows = [r for r in rows if (r["side"], r["seed"]) != (side, seed)] + [row]
+                os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+                with open(args.json, "w", encoding="utf-8") as handle:  # after every run: a cut bench keeps rows
+                    json.dump({"rows": rows}, handle, indent=1)
+    print_table(rows)
+    for path in plot(rows, args.png_dir):
+        print("wrote", path, flush=True)
+
+
+if __name__ == "__main__":
+    main()
