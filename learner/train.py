@@ -23,6 +23,7 @@ from tf_agents.utils import common
 from dqn.builder import DqnBuilder
 from dqn.model.agent import AgentBundle, reinitialize_q_networks
 from dqn.model.flat_weights import FlatWeights
+from dqn.model.networks import fast_bfloat16
 from dqn.model.policy_export import export_policy
 from dqn.model.schedules import epsilon_at
 from dqn.process.health import start_health
@@ -359,5 +360,8 @@ def run(config: LearnerConfig) -> int:
     tf.config.threading.set_inter_op_parallelism_threads(inter_op_threads)
     log.info("TensorFlow threads: intra-op %s, inter-op %s", intra_op_threads or "TF's default",
              inter_op_threads or "TF's default")
+    if config.compute_dtype == "bfloat16" and not fast_bfloat16():
+        log.warning("compute_dtype bfloat16 on a CPU without AMX or AVX512-BF16 (and no GPU): TensorFlow emulates "
+                    "it, slower than float32; set --compute-dtype float32")
     return Learner(config).run()
 

@@ -8,6 +8,8 @@ conversion comes from the env's spec alone.
 
 from __future__ import annotations
 
+import contextlib
+
 import tensorflow as tf
 from tf_agents.networks import q_network, q_rnn_network
 
@@ -36,6 +38,50 @@ def check_network_input(config: CommonConfig, observation_spec) -> None:
                                                    "leave it unset for a stack chosen from the image size")
 
 
+def fast_bfloat16() -> bool:
+    """Whether this machine computes bfloat16 natively: a GPU, or an x86 CPU with AMX or AVX512-BF16."""
+    if tf.config.list_physical_devices("GPU"):
+        return True
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            flags = next((line.split(":", 1)[1].split() for line in handle if line.startswith("flags")), [])
+    except OSError:
+        return False
+    return "amx_bf16" in flags or "avx512_bf16" in flags
+
+
+@contextlib.contextmanager
+def keras_dtype_policy(name: str):
+    """Keras layers made inside compute in the policy `name` (e.g. mixed_bfloat16); the policy is process-wide."""
+    previous = tf.keras.mixed_precision.global_policy()
+    tf.keras.mixed_precision.set_global_policy(name)
+    try:
+        yield
+    finally:
+        tf.keras.mixed_precision.set_global_policy(previous)
+
+
+class MixedPrecisionQNetwork(q_network.QNetwork):
+    """TF-Agents' QNetwork whose hidden layers compute in bfloat16 (Keras mixed precision: float32 weights).
+
+    The Q-value layer computes in float32: the TD error is a small difference of Q-values, and bfloat16 keeps ~3
+    significant digits. The object graph is QNetwork's (same checkpoint keys, same weight order), so checkpoints
+    and published weights fit float32 networks: roles and restarts may differ in compute_dtype.
+    """
+
+    def __init__(self, input_tensor_spec, action_spec, preprocessing_layers=None, preprocessing_combiner=None,
+                 conv_layer_params=None, fc_layer_params=(75, 40), name="QNetwork"):
+        with keras_dtype_policy("mixed_bfloat16"):  # dtype None: every layer takes the policy
+            super().__init__(input_tensor_spec, action_spec, preprocessing_layers=preprocessing_layers,
+                             preprocessing_combiner=preprocessing_combiner, conv_layer_params=conv_layer_params,
+                             fc_layer_params=fc_layer_params, dtype=None, name=name)
+        # QNetwork takes no output layer, so its own (not built yet) is replaced by a float32 twin.
+        bf16 = self._q_value_layer
+        self._q_value_layer = tf.keras.layers.Dense(
+            bf16.units, activation=bf16.activation, kernel_initializer=bf16.kernel_initializer,
+            bias_initializer=bf16.bias_initializer, dtype=tf.float32)
+
+
 def make_q_network(config: CommonConfig, observation_spec, action_spec):
     """QNetwork (MLP or conv), or QRnnNetwork when lstm_size is set (the dense layers after the LSTM).
 
@@ -43,6 +89,11 @@ def make_q_network(config: CommonConfig, observation_spec, action_spec):
     reach returns in the tens through slowly growing weights; a ReLU MLP between the LSTM and the Q-values
     scales freely, as in the feed-forward network.
     """
+    if config.compute_dtype == "bfloat16":
+        with keras_dtype_policy("mixed_bfloat16"):  # the input encoders too (a Dict's image parts have convs)
+            encoders = input_kwargs(observation_spec, config.conv_layers(), config.observation_scaling)
+        return MixedPrecisionQNetwork(observation_spec, action_spec, fc_layer_params=config.fc_layer_params,
+                                      **encoders)
     encoders = input_kwargs(observation_spec, config.conv_layers(), config.observation_scaling)
     if config.lstm_size:
         return q_rnn_network.QRnnNetwork(observation_spec, action_spec, input_fc_layer_params=None,
