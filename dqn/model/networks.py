@@ -83,7 +83,7 @@ class MixedPrecisionQNetwork(q_network.QNetwork):
 
 
 def make_q_network(config: CommonConfig, observation_spec, action_spec):
-    """QNetwork (MLP or conv), or QRnnNetwork when lstm_size is set (the dense layers after the LSTM).
+    """QNetwork (MLP or conv; MixedPrecisionQNetwork with compute_dtype bfloat16), or QRnnNetwork with lstm_size.
 
     Why after: an LSTM's output is tanh-bounded, so Q-values read straight off it (one linear layer) can only
     reach returns in the tens through slowly growing weights; a ReLU MLP between the LSTM and the Q-values
