@@ -3,7 +3,8 @@
 For each run: time to the env's reward_threshold (the evaluator's 10-episode greedy average and its re-check on
 30 fresh episodes, from launch, start-up included), the best greedy return of trained weights by 60/120/240 s (from
 `<root>/evaluator/evals.jsonl`), and the policy check: the exported best policy replayed on 50 new episodes
-(`dqn-service policy-check`). Prints a table with the peer figures beside ours and writes everything as JSON.
+(`dqn-service policy-check`). Prints a table with the peer figures beside ours and writes everything as JSON;
+with `--png-dir`, one learning-curve PNG per env (each evaluation's return against seconds, a line per seed).
 
     python bench/learning_suite.py --envs Acrobot-v1 LunarLander-v3 CartPole-v1 --seeds 1 2 3 4 5 --budget-s 240
 
@@ -60,7 +61,8 @@ def best_by(root: str, started_epoch: float, checkpoints: tuple[int, ...]) -> di
         with open(path, encoding="utf-8") as handle:
             records = [json.loads(line) for line in handle if line.strip()]
     trained = [r for r in records if r["train_step"] > 0]
-    best: dict[str, object] = {"resets_at": [r["train_step"] for r in records if r.get("reset_requested")]}
+    best: dict[str, object] = {"resets_at": [r["train_step"] for r in records if r.get("reset_requested")],
+                               "curve": [(round(r["time"] - started_epoch, 1), r["average_return"]) for r in trained]}
     for seconds in checkpoints:
         returns = [r["average_return"] for r in trained if r["time"] - started_epoch <= seconds]
         best[f"best_by_{seconds}s"] = max(returns) if returns else None
@@ -82,6 +84,32 @@ def run_one(env_id: str, seed: int, budget_s: float, checkpoints: tuple[int, ...
     if "started_epoch" in run:
         row.update(best_by(run["root"], run["started_epoch"], checkpoints))
     return row
+
+
+def plot(rows: list[dict], env_id: str, budget_s: float, directory: str) -> str:
+    """One PNG per env: each evaluation's greedy return against seconds since launch, a line per seed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(6.4, 4.0))
+    for row in (r for r in rows if r["env_id"] == env_id and r.get("curve")):
+        xs, ys = [at for at, _ in row["curve"]], [value for _, value in row["curve"]]
+        label = f"seed {row['seed']}" + (f" [{row['flags']}]" if row["flags"] else "")
+        axes.plot(xs, ys, marker=".", linewidth=1.0, label=label)
+    threshold = next((r["threshold"] for r in rows if r["env_id"] == env_id), None)
+    if threshold is not None:
+        axes.axhline(threshold, color="grey", linestyle="--", linewidth=0.8, label="reward threshold (stops the run)")
+    axes.set(xlabel="seconds since launch", ylabel="greedy return (10 episodes)", title=f"{env_id}, defaults",
+             xlim=(0, budget_s))
+    axes.legend(loc="lower right", fontsize="small")
+    figure.tight_layout()
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, env_id.rpartition(":")[2].replace("/", "-") + ".png")
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return path
 
 
 def fmt(value) -> str:
@@ -132,6 +160,8 @@ def main() -> None:
     parser.add_argument("--variants", nargs="+", default=[""],
                         help="flag sets to compare, each one quoted string ('' = the defaults)")
     parser.add_argument("--json", default="runs/learning_suite.json", help="where to write all rows")
+    parser.add_argument("--png-dir", default=None, help="write one learning-curve PNG per env here (e.g. "
+                                                        "docs/learning-curves)")
     args = parser.parse_args()
     checkpoints = tuple(sorted({s for s in CHECKPOINTS_S if s <= args.budget_s} | {int(args.budget_s)}))
     print(f"machine: {os.cpu_count()} cores; budget {args.budget_s:.0f} s per run; envs {args.envs}; "
@@ -143,6 +173,8 @@ def main() -> None:
                 rows.append(run_one(env_id, seed, args.budget_s, checkpoints, flags))
                 print(json.dumps(rows[-1]), flush=True)
     print_table(rows, checkpoints, args.budget_s)
+    for env_id in dict.fromkeys(r["env_id"] for r in rows) if args.png_dir else ():
+        print("wrote", plot(rows, env_id, args.budget_s, args.png_dir), flush=True)
     os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
     with open(args.json, "w", encoding="utf-8") as handle:
         json.dump({"budget_s": args.budget_s, "rows": rows, "peers": PEERS}, handle, indent=1)

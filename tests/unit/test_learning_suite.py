@@ -17,11 +17,11 @@ def test_best_by_counts_trained_weights_within_each_checkpoint(tmp_path):
         for step, seconds, value in records))
     assert best_by(str(tmp_path), started, (20, 60, 120, 240)) == {
         "best_by_20s": None, "best_by_60s": -400.0, "best_by_120s": -150.0, "best_by_240s": -90.0,
-        "resets_at": [300]}
+        "resets_at": [300], "curve": [(30.0, -400.0), (70.0, -150.0), (100.0, -300.0), (200.0, -90.0)]}
 
 
 def test_best_by_without_evaluations(tmp_path):
-    assert best_by(str(tmp_path), 0.0, (60,)) == {"best_by_60s": None, "resets_at": []}
+    assert best_by(str(tmp_path), 0.0, (60,)) == {"best_by_60s": None, "resets_at": [], "curve": []}
 
 
 def test_thresholds_are_the_envs_own():
