@@ -123,16 +123,20 @@ def plot(rows: list[dict], directory: str) -> list[str]:
         for side, color in (("ours", "tab:blue"), ("sb3", "tab:orange")):
             for row in sorted((r for r in rows if r["side"] == side), key=lambda r: r["seed"]):
                 points, best = [], None
-                for evaluation in row["evaluations"]:
-                    if evaluation["train_step"] > 0:
-                        best = evaluation["return"] if best is None else max(best, evaluation["return"])
-                        points.append((evaluation[x_key], best))
-                if points:
-                    label = LABELS[side].format(preset=row.get("preset")) + f", seed {row['seed']}"
-                    xs, ys = [x for x, _ in points], [y for _, y in points]
-                    axes.step(xs, ys, where="post", color=color, alpha=0.5 + 0.25 * (row["seed"] % 2),
-                              linewidth=1.2, label=label)
-        axes.set(xlabel=x_label, ylabel="best evaluation return so far (eps 0.05)", title="Breakout, 2 CPU cores")
+                for evaluation in (e for e in row["evaluations"] if e["train_step"] > 0):
+                    best = evaluation["return"] if best is None else max(best, evaluation["return"])
+                    points.append((evaluation[x_key], evaluation["return"], best))
+                if not points:
+                    continue
+                end = row["budget_s"] / 60 if x_key == "minutes" else row["agent_steps"]
+                xs, scores, bests = zip(*points, strict=True)
+                label = LABELS[side].format(preset=row.get("preset")) + f", seed {row['seed']}"
+                style = "-" if row["seed"] % 2 else "--"
+                axes.step([*xs, end], [*bests, bests[-1]], where="post", color=color, linestyle=style,
+                          linewidth=1.3, label=label + ": best so far")
+                axes.plot(xs, scores, linestyle="none", marker=".", color=color, alpha=0.45,
+                          label=f"seed {row['seed']}: each evaluation")
+        axes.set(xlabel=x_label, ylabel="evaluation return (eps 0.05, re-checked)", title="Breakout, 2 CPU cores")
         if x_key == "minutes":
             for minutes in CHECKPOINTS_MIN:
                 axes.axvline(minutes, color="grey", linewidth=0.5, linestyle=":")

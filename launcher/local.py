@@ -30,6 +30,9 @@ from launcher.forked import ForkedRole
 log = logging.getLogger("local")
 
 STOP_GRACE_S = 60.0
+#: The replay server's final checkpoint of a GB-sized table takes most of a minute, after any periodic one under
+#: way: the compose file and the Kubernetes manifest give it 2 minutes too.
+REPLAY_STOP_GRACE_S = 120.0
 #: Restart backoff: 1 s after a role's first exit in the window, doubling up to this.
 MAX_BACKOFF_S = 30.0
 #: Exit code of bad input (config, env, checkpoint mismatch): a restart would fail the same way.
@@ -160,12 +163,13 @@ class Topology:
             for child in group:
                 if child.exit_code() is None:
                     child.process.send_signal(signal.SIGTERM)
-            deadline = time.monotonic() + STOP_GRACE_S
+            grace = REPLAY_STOP_GRACE_S if stage == ("replay-server",) else STOP_GRACE_S
+            deadline = time.monotonic() + grace
             for child in group:
                 try:
                     child.process.wait(max(0.1, deadline - time.monotonic()))
                 except subprocess.TimeoutExpired:
-                    log.warning("%s (pid %d) did not stop in %.0f s; killing it", child.name, child.pid, STOP_GRACE_S)
+                    log.warning("%s (pid %d) did not stop in %.0f s; killing it", child.name, child.pid, grace)
                     child.process.kill()
                     child.process.wait(10)
         return {c.name: c.process.returncode for c in self.children}

@@ -89,6 +89,7 @@ class CheckpointScheduler:
         self._health = health
         self._lock = threading.Lock()  # one checkpoint at a time (periodic vs. final)
         self.last_checkpoint: str | None = None
+        self._written_at_last: tuple[int, ...] | None = None  # insert counts when the last checkpoint began
         self.failures = 0
         self._attempts = 0
         self.last_error: str | None = None
@@ -101,9 +102,28 @@ class CheckpointScheduler:
         """Starts the background thread."""
         self._thread.start()
 
+    def _insert_counts(self) -> tuple[int, ...] | None:
+        """Completed inserts per table, or None if the server does not answer."""
+        try:
+            info = server_info(self._client, self._config.rpc_timeout_s)
+        except Exception:  # noqa: BLE001 - only an optimisation depends on it
+            return None
+        return tuple(info[name].rate_limiter_info.insert_stats.completed for name in sorted(info))
+
     def checkpoint(self, reason: str) -> str | None:
-        """Writes a checkpoint now (Reverb blocks traffic while it writes); None if the write failed."""
+        """Writes a checkpoint now (Reverb blocks traffic while it writes); None if the write failed.
+
+        A final checkpoint is not written again when nothing was inserted since the last one began (writers stop
+        first, so a periodic checkpoint that was under way at the stop already holds everything): a table of GBs
+        takes most of a minute to write. With prioritized replay it always is (priority updates are not counted).
+        """
         with self._lock:
+            counts = self._insert_counts()
+            if (reason == "final" and counts is not None and counts == self._written_at_last
+                    and not self._config.prioritized_replay):
+                log.info("checkpoint (final): nothing inserted since %s began; it is the final one",
+                         self.last_checkpoint)
+                return self.last_checkpoint
             started = time.monotonic()
             self._attempts += 1
             try:
@@ -111,7 +131,7 @@ class CheckpointScheduler:
             except Exception as error:  # noqa: BLE001 - Reverb raises IndexError/RuntimeError for I/O errors
                 self._failed(reason, error)
                 return None
-            self.last_checkpoint = path
+            self.last_checkpoint, self._written_at_last = path, counts
             if self.last_error is not None:
                 log.info("replay checkpoints work again after %d failure(s)", self.failures)
             self.last_error = None

@@ -115,6 +115,22 @@ def test_sigterm_checkpoints_and_restart_restores(replay_server_factory, tmp_pat
     assert restarted.process.terminate(timeout_s=60) == 0
 
 
+def test_a_stop_after_a_checkpoint_with_nothing_new_does_not_write_it_again(replay_server_factory, tmp_path):
+    server = replay_server_factory(*NO_LIMITER, *PER_ENV_ITEMS, "--checkpoint-interval-s", "2")
+    write_with_tf_agents_observer(server.address, steps=120)
+    stored = table_size(server.address)
+    written = server.process.log().count("checkpoint (periodic) written")
+    wait_until(lambda: server.process.log().count("checkpoint (periodic) written") > written, 30,
+               "a periodic checkpoint after the last insert")
+    assert server.process.terminate(timeout_s=60) == 0
+    log = server.process.log()
+    assert "checkpoint (final): nothing inserted since" in log and "checkpoint (final) written" not in log
+
+    restarted = replay_server_factory(*NO_LIMITER, *PER_ENV_ITEMS, "--checkpoint-interval-s", "0", port=server.port)
+    assert table_size(restarted.address) == stored  # the periodic checkpoint held everything
+    assert restarted.process.terminate(timeout_s=60) == 0
+
+
 def test_sigint_is_a_clean_stop_too(replay_server_factory, tmp_path):
     import os
     import signal
