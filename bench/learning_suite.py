@@ -101,8 +101,9 @@ def plot(rows: list[dict], env_id: str, budget_s: float, directory: str) -> str:
     threshold = next((r["threshold"] for r in rows if r["env_id"] == env_id), None)
     if threshold is not None:
         axes.axhline(threshold, color="grey", linestyle="--", linewidth=0.8, label="reward threshold (stops the run)")
-    axes.set(xlabel="seconds since launch", ylabel="greedy return (10 episodes)", title=f"{env_id}, defaults",
-             xlim=(0, budget_s))
+    last = max((at for r in rows if r["env_id"] == env_id for at, _ in r.get("curve") or []), default=budget_s)
+    axes.set(xlabel="seconds since launch (a run stops when it solves)", ylabel="greedy return (10 episodes)",
+             title=f"{env_id}, defaults", xlim=(0, min(budget_s, last * 1.05)))
     axes.legend(loc="lower right", fontsize="small")
     figure.tight_layout()
     os.makedirs(directory, exist_ok=True)
