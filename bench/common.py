@@ -88,3 +88,17 @@ def make_dataset(config):
 
     builder = DqnBuilder(config)
     return builder.make_dataset().map(builder.layout.finish_batch())
+
+
+def save_env_png(figure, directory: str, env_id: str) -> str:
+    """Writes a matplotlib figure as `<directory>/<env name>.png` (a `module:` prefix dropped, "/" as "-"), closes it.
+
+    Returns the path.
+    """
+    import matplotlib.pyplot as plt
+
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, env_id.rpartition(":")[2].replace("/", "-") + ".png")
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return path

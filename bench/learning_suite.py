@@ -27,6 +27,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from bench.common import save_env_png  # noqa: E402
 from bench.time_to_solve import run_service  # noqa: E402
 
 #: The peer anchor: Stable-Baselines3 DQN with rl-baselines3-zoo's tuned hyperparameters (`hyperparams/dqn.yml`)
@@ -106,11 +107,7 @@ def plot(rows: list[dict], env_id: str, budget_s: float, directory: str) -> str:
              title=f"{env_id}, defaults", xlim=(0, min(budget_s, last * 1.05)))
     axes.legend(loc="lower right", fontsize="small")
     figure.tight_layout()
-    os.makedirs(directory, exist_ok=True)
-    path = os.path.join(directory, env_id.rpartition(":")[2].replace("/", "-") + ".png")
-    figure.savefig(path, dpi=100)
-    plt.close(figure)
-    return path
+    return save_env_png(figure, directory, env_id)
 
 
 def fmt(value) -> str:

@@ -28,6 +28,7 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
+from bench.common import save_env_png  # noqa: E402
 from bench.time_to_solve import SUMMARY  # noqa: E402
 
 ENVS = ["bench.peer_envs:MinAtar/Breakout-v1", "highway_env:highway-fast-v0",
@@ -136,11 +137,7 @@ def plot(rows: list[dict], env_id: str, budget_s: float, directory: str) -> str:
         axes.axvline(seconds, color="grey", linewidth=0.5, linestyle=":")
     axes.legend(loc="lower right")
     figure.tight_layout()
-    os.makedirs(directory, exist_ok=True)
-    path = os.path.join(directory, env_id.rpartition(":")[2].replace("/", "-") + ".png")
-    figure.savefig(path, dpi=100)
-    plt.close(figure)
-    return path
+    return save_env_png(figure, directory, env_id)
 
 
 def main() -> None:
