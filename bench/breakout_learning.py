@@ -161,7 +161,10 @@ def main() -> None:
     parser.add_argument("--png-dir", default=os.path.join(REPO, "docs", "atari-curves"))
     parser.add_argument("--plot-only", action="store_true", help="no runs: the table and PNGs from --json")
     args = parser.parse_args()
-    rows = json.load(open(args.json, encoding="utf-8"))["rows"] if os.path.exists(args.json) else []
+    rows = []
+    if os.path.exists(args.json):
+        with open(args.json, encoding="utf-8") as handle:
+            rows = json.load(handle)["rows"]
     if not args.plot_only:
         if "sb3" in args.sides and not args.peer_python:
             parser.error("--sides sb3 needs --peer-python")

@@ -24,6 +24,17 @@ N_TIMESTEPS = 10_000_000
 LEARNING_STARTS = 1_000  # the zoo: 100,000 (see the docstring)
 
 
+def atari_env(env_id: str, seed: int, **wrapper_kwargs):
+    """The zoo's Atari env: one AtariWrapper env (its options overridable), 4 frames stacked."""
+    import ale_py
+    import gymnasium as gym
+    from stable_baselines3.common.env_util import make_atari_env
+    from stable_baselines3.common.vec_env import VecFrameStack
+
+    gym.register_envs(ale_py)
+    return VecFrameStack(make_atari_env(env_id, n_envs=1, seed=seed, wrapper_kwargs=wrapper_kwargs), n_stack=4)
+
+
 def main() -> None:
     """Trains for --seconds and prints the measured rates as one JSON line."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -33,16 +44,11 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
 
-    import ale_py
-    import gymnasium as gym
     import torch
     from stable_baselines3 import DQN
     from stable_baselines3.common.callbacks import BaseCallback
-    from stable_baselines3.common.env_util import make_atari_env
-    from stable_baselines3.common.vec_env import VecFrameStack
 
-    gym.register_envs(ale_py)
-    env = VecFrameStack(make_atari_env(args.env_id, n_envs=1, seed=args.seed), n_stack=4)
+    env = atari_env(args.env_id, args.seed)
     model = DQN("CnnPolicy", env, learning_starts=LEARNING_STARTS, seed=args.seed, verbose=0, **ZOO_ATARI)
     started = time.monotonic()
     marks: list[tuple[float, int, int]] = []  # (time, gradient steps, env steps) once updates began

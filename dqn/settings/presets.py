@@ -50,7 +50,8 @@ BREAKOUT = {
 
 # The same game for a small machine (2 CPU cores, a run of about 90 minutes): the book's preset with CleanRL
 # dqn_atari's schedule, which reaches its scores within 1M agent steps (250k SGD steps) instead of the book's 10M
-# frames x 4. Only the schedule and the evaluation cadence differ; network, optimizer and replay are the book's.
+# frames (2.5M agent steps). The schedule, sticky actions and the evaluation cadence differ; network, optimizer and
+# replay are the book's.
 BREAKOUT_SMALL = {
     **BREAKOUT,
     "root_dir": "runs/breakout-small",
