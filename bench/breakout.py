@@ -9,8 +9,8 @@ part uses one TF thread as the actor role does, and the learner part all cores a
   observations are 16 bytes, gives Reverb's own bookkeeping per item.
 - actor: the `Actor` class (N envs, the conv collect policy at epsilon 1 -> decayed, one graph call per
   step, 2-step items written to the server) for a fixed time after published initial weights.
-- learner: `DqnAgent.train` of the conv net on a batch of the preset's size, fixed and fed from replay, for
-  each `--compute-dtypes` (bfloat16 runs natively on CPUs with AMX or AVX512-BF16).
+- learner: `DqnAgent.train` of the conv net, fixed batch and fed from replay, for each `--compute-dtypes`
+  (bfloat16 runs natively on CPUs with AMX or AVX512-BF16) and each `--batch-sizes` (default: the preset's 32).
 """
 
 from __future__ import annotations
@@ -110,7 +110,7 @@ def part_actor(args: argparse.Namespace) -> None:
 
 
 def part_learner(args: argparse.Namespace) -> None:
-    """SGD steps/s of the conv net at the preset's batch size: fixed batch, and fed from replay, per compute dtype."""
+    """SGD steps/s of the conv net, fixed batch and fed from replay, per batch size and compute dtype."""
     from tf_agents.utils import common
 
     from bench.common import make_dataset
@@ -119,26 +119,33 @@ def part_learner(args: argparse.Namespace) -> None:
     from dqn.settings.config import LearnerConfig
 
     with replay_server(*BREAKOUT_SERVER, "--replay-max-size", "100000") as (address, _):
-        config = breakout_config(LearnerConfig, replay_address=address)
-        fill_replay(address, 5000, env_id=config.env_id, options=EnvOptions.from_config(config))
-        iterator = iter(make_dataset(config))
-        fixed, _ = next(iterator)
-        for compute_dtype in args.compute_dtypes.split(","):
-            bundle = DqnBuilder(breakout_config(LearnerConfig, replay_address=address,
-                                                compute_dtype=compute_dtype)).agent
-            train = common.function(bundle.agent.train)
-            steps = (("fixed batch", lambda: train(fixed)),  # noqa: B023 - used within this iteration
-                     ("fed from replay", lambda: train(next(iterator)[0])))  # noqa: B023
-            for name, step in steps:
-                for _ in range(3):
-                    step()
-                calls, start = 0, time.perf_counter()
-                while time.perf_counter() - start < args.seconds:
-                    step()
-                    calls += 1
-                rate = calls / (time.perf_counter() - start)
-                print(f"learner SGD steps/s, conv net, {compute_dtype}, batch {config.train_batch_size()}, "
-                      f"{name}: {rate:8.1f}  (= {rate * config.train_batch_size():,.0f} transitions/s)", flush=True)
+        fill_replay(address, 5000, env_id=breakout_config(LearnerConfig).env_id,
+                    options=EnvOptions.from_config(breakout_config(LearnerConfig)))
+        for batch_size in (int(size) for size in args.batch_sizes.split(",")):
+            config = breakout_config(LearnerConfig, replay_address=address, batch_size=batch_size)
+            iterator = iter(make_dataset(config))
+            fixed, _ = next(iterator)
+            for compute_dtype in args.compute_dtypes.split(","):
+                bundle = DqnBuilder(breakout_config(LearnerConfig, replay_address=address, batch_size=batch_size,
+                                                    compute_dtype=compute_dtype)).agent
+                train = common.function(bundle.agent.train)
+                steps = (("fixed batch", lambda: train(fixed)),  # noqa: B023 - used within this iteration
+                         ("fed from replay", lambda: train(next(iterator)[0])))  # noqa: B023
+                for name, step in steps:
+                    rate = measure_rate(step, args.seconds)
+                    print(f"learner SGD steps/s, conv net, {compute_dtype}, batch {batch_size}, {name}: "
+                          f"{rate:8.1f}  (= {rate * batch_size:,.0f} transitions/s)", flush=True)
+
+
+def measure_rate(step, seconds: float) -> float:
+    """Calls of `step` per second over `seconds`, after 3 warm-up calls (tracing, first allocations)."""
+    for _ in range(3):
+        step()
+    calls, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        step()
+        calls += 1
+    return calls / (time.perf_counter() - start)
 
 
 PARTS = {"replay": part_replay, "actor": part_actor, "learner": part_learner}
@@ -151,6 +158,7 @@ def main() -> None:
     parser.add_argument("--num-envs", default="1,8", help="actor env counts to measure")
     parser.add_argument("--part", choices=("all", *PARTS), default="all")
     parser.add_argument("--compute-dtypes", default="float32,bfloat16", help="learner part: compute dtypes to measure")
+    parser.add_argument("--batch-sizes", default="32", help="learner part: batch sizes to measure")
     args = parser.parse_args()
     if args.part != "all":
         PARTS[args.part](args)
@@ -158,7 +166,8 @@ def main() -> None:
     print(f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start", flush=True)
     for part in PARTS:  # one process per part: each gets the TF threading of the role it stands for
         command = [sys.executable, os.path.abspath(__file__), "--part", part, "--seconds", str(args.seconds),
-                   "--items", str(args.items), "--num-envs", args.num_envs, "--compute-dtypes", args.compute_dtypes]
+                   "--items", str(args.items), "--num-envs", args.num_envs, "--compute-dtypes", args.compute_dtypes,
+                   "--batch-sizes", args.batch_sizes]
         subprocess.run(command, check=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
 
 

@@ -72,7 +72,7 @@ def evaluation_protocol(config: EvaluatorConfig) -> tuple[float, EnvOptions]:
     epsilon = config.eval_epsilon
     if epsilon is None:
         epsilon = ATARI_EVAL_EPSILON if atari else 0.0
-    options = EnvOptions.from_config(config)
+    options = EnvOptions.from_config(config).for_evaluation()
     cap = config.eval_max_episode_steps
     if not cap and atari:  # Nature DQN's 5 minutes, or the training cap where that is shorter
         cap = min(filter(None, (ATARI_EVAL_FRAMES // config.atari_frame_skip, options.max_episode_steps)))

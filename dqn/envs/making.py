@@ -33,6 +33,8 @@ class EnvOptions:
     atari_screen_size: int = 84
     atari_grayscale: bool = True
     atari_terminal_on_life_loss: bool = False
+    atari_fire_on_reset: bool = False
+    atari_clip_rewards: bool = False
     atari_frame_stack: int = 4
     atari_repeat_action_probability: float = 0.25
 
@@ -40,6 +42,10 @@ class EnvOptions:
     def from_config(cls, config: Any) -> EnvOptions:
         """The options held by a config (its fields of the same names)."""
         return cls(**{f.name: getattr(config, f.name) for f in dataclasses.fields(cls)})
+
+    def for_evaluation(self) -> EnvOptions:
+        """These options without the training-only ones: evaluations play whole games and score unclipped."""
+        return dataclasses.replace(self, atari_terminal_on_life_loss=False, atari_clip_rewards=False)
 
 
 DEFAULT_OPTIONS = EnvOptions()

@@ -56,7 +56,12 @@ class CommonConfig:
     atari_frame_skip: int = setting(4, "Atari only: emulator frames per agent action, max-pooled over the last 2", ge=1)
     atari_screen_size: int = setting(84, "Atari only: side of the square observation frame, in pixels", ge=8)
     atari_grayscale: bool = setting(True, "Atari only: grayscale frames instead of RGB")
-    atari_terminal_on_life_loss: bool = setting(False, "Atari only: end an episode at each lost life")
+    atari_terminal_on_life_loss: bool = setting(False, "Atari only, training: a lost life ends the episode, the "
+                                                "game goes on at the next reset (evaluation plays whole games)")
+    atari_fire_on_reset: bool = setting(False, "Atari only: press FIRE after each reset in games that have it (many "
+                                        "start play on FIRE)")
+    atari_clip_rewards: bool = setting(False, "Atari only, training: rewards clipped to their sign, -1, 0 or 1 "
+                                       "(evaluation scores unclipped)")
     atari_frame_stack: int = setting(4, "Atari only: last frames stacked as observation channels", ge=1)
     atari_repeat_action_probability: float = setting(0.25, "Atari only: sticky-action probability (the emulator "
                                                      "repeats the previous action)", ge=0, le=1)

@@ -49,13 +49,18 @@ BREAKOUT = {
 }
 
 # The same game for a small machine (2 CPU cores, a run of about 90 minutes): the book's preset with CleanRL
-# dqn_atari's schedule, which reaches its scores within 1M agent steps (250k SGD steps) instead of the book's 10M
-# frames (2.5M agent steps). The schedule, sticky actions and the evaluation cadence differ; network, optimizer and
-# replay are the book's.
+# dqn_atari's schedule and training wrappers, which reach its scores within 1M agent steps (250k SGD steps) instead
+# of the book's 10M frames (2.5M agent steps). The schedule, the training wrappers, sticky actions and the
+# evaluation cadence differ; network, optimizer, replay and the evaluation protocol are the book's.
 BREAKOUT_SMALL = {
     **BREAKOUT,
     "root_dir": "runs/breakout-small",
     "atari_repeat_action_probability": 0.0,  # the book's BreakoutNoFrameskip-v4 (as CleanRL's and SB3's figures)
+    # CleanRL dqn_atari's EpisodicLifeEnv, FireResetEnv and ClipRewardEnv (SB3's AtariWrapper has the same three);
+    # training envs only, evaluations play whole games and score unclipped.
+    "atari_terminal_on_life_loss": True,
+    "atari_fire_on_reset": True,
+    "atari_clip_rewards": True,
     "epsilon_decay_steps": 25_000,          # CleanRL dqn_atari: epsilon over 10% of 1M agent steps = 25,000 SGD steps
     "target_update_period": 1_000,          # CleanRL dqn_atari: target network copied every 1,000 SGD steps
     "max_train_steps": 250_000,             # CleanRL dqn_atari's 1M agent steps at one SGD step per 4
