@@ -79,8 +79,8 @@ class EpisodicLife(gym.Wrapper):
         return observation, reward, terminated, truncated, info
 
     def reset(self, **kwargs):
-        """A new game after a game over; after a lost life, one no-op step of the same game."""
-        if self._game_over:
+        """A new game after a game over or with a seed; after a lost life, one no-op step of the same game."""
+        if self._game_over or kwargs.get("seed") is not None:
             observation, info = self.env.reset(**kwargs)
         else:
             observation, _, terminated, truncated, info = self.env.step(NOOP)

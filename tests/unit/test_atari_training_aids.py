@@ -37,6 +37,9 @@ def test_a_lost_life_ends_the_episode_and_the_next_reset_goes_on_with_the_same_g
         play_until(env, lambda terminated, truncated, _: terminated or truncated)
         env.reset()
     assert ale.lives() == 5 and ale.getEpisodeFrameNumber() < frame
+    play_until(env, lambda terminated, truncated, _: terminated or truncated)
+    env.reset(seed=1)  # a seeded reset starts the episodes again: a new game
+    assert ale.lives() == 5
     env.close()
 
 
