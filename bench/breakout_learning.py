@@ -32,7 +32,13 @@ from bench.peer_suite import read_jsonl  # noqa: E402
 from bench.role_cpu import progress  # noqa: E402
 
 CHECKPOINTS_MIN = (30, 60, 90)
-LABELS = {"ours": "dqn-service --preset {preset}", "sb3": "SB3 DQN (rl-baselines3-zoo atari)"}
+LABELS = {"ours": "dqn-service --preset {preset} ({commit})", "sb3": "SB3 DQN (rl-baselines3-zoo atari)"}
+
+
+def commit() -> str:
+    """The short commit of this checkout (rows from different sittings may come from different code)."""
+    result = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True)
+    return result.stdout.strip() or "unknown"
 
 
 def counted_return(record: dict) -> float:
@@ -70,7 +76,8 @@ def run_ours(seed: int, budget_s: float, preset: str) -> dict:
     records = read_jsonl(os.path.join(root, "evaluator", "evals.jsonl"))
     evaluations = [{"minutes": round((r["time"] - started) / 60, 2), "agent_steps": agent_steps_at(marks, r["time"]),
                     "train_step": r["train_step"], "return": round(counted_return(r), 2)} for r in records]
-    return {"side": "ours", "seed": seed, "preset": preset, "root": root, "exit_code": run.returncode,
+    return {"side": "ours", "seed": seed, "preset": preset, "commit": commit(), "root": root,
+            "exit_code": run.returncode,
             "budget_s": budget_s, "evaluations": evaluations, "agent_steps": marks[-1][1] if marks else 0,
             "train_steps": progress(root)[0]}
 
@@ -85,7 +92,8 @@ def run_sb3(seed: int, budget_s: float, python: str) -> dict:
     records = read_jsonl(out)
     evaluations = [{"minutes": round((r["time"] - started) / 60, 2), "agent_steps": r["env_steps"],
                     "train_step": r["train_step"], "return": round(counted_return(r), 2)} for r in records]
-    row = {"side": "sb3", "seed": seed, "out": out, "exit_code": result.returncode, "budget_s": budget_s,
+    row = {"side": "sb3", "seed": seed, "commit": commit(), "out": out, "exit_code": result.returncode,
+           "budget_s": budget_s,
            "evaluations": evaluations, "agent_steps": records[-1]["env_steps"] if records else 0,
            "train_steps": records[-1]["train_step"] if records else 0}
     if result.returncode:
@@ -130,7 +138,8 @@ def plot(rows: list[dict], directory: str) -> list[str]:
                     continue
                 end = row["budget_s"] / 60 if x_key == "minutes" else row["agent_steps"]
                 xs, scores, bests = zip(*points, strict=True)
-                label = LABELS[side].format(preset=row.get("preset")) + f", seed {row['seed']}"
+                label = (LABELS[side].format(preset=row.get("preset"), commit=row.get("commit", "?"))
+                         + f", seed {row['seed']}")
                 style = "-" if row["seed"] % 2 else "--"
                 axes.step([*xs, end], [*bests, bests[-1]], where="post", color=color, linestyle=style,
                           linewidth=1.3, label=label + ": best so far")
