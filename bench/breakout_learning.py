@@ -32,7 +32,8 @@ from bench.peer_suite import read_jsonl  # noqa: E402
 from bench.role_cpu import progress  # noqa: E402
 
 CHECKPOINTS_MIN = (30, 60, 90)
-LABELS = {"ours": "dqn-service --preset {preset} ({commit})", "sb3": "SB3 DQN (rl-baselines3-zoo atari)"}
+COLORS = {"ours": "tab:blue", "sb3": "tab:orange"}
+LABELS = {"ours": "dqn-service --preset {preset} @{commit}", "sb3": "SB3 DQN, rl-baselines3-zoo atari"}
 
 
 def commit() -> str:
@@ -111,9 +112,10 @@ def print_table(rows: list[dict]) -> None:
     """One markdown row per side and seed: best-so-far at 30/60/90 minutes, steps at the end."""
     print("| side | seed | " + " | ".join(f"best @ {m} min" for m in CHECKPOINTS_MIN)
           + " | agent steps | SGD steps |\n|" + "---|" * (len(CHECKPOINTS_MIN) + 4))
-    for row in sorted(rows, key=lambda r: (r["side"], r["seed"])):
-        cells = [best_by(row["evaluations"], m) for m in CHECKPOINTS_MIN]
-        print(f"| {row['side']} | {row['seed']} | " + " | ".join("-" if c is None else f"{c:.1f}" for c in cells)
+    for row in sorted(rows, key=lambda r: (r["side"], r.get("variant", ""), r["seed"])):
+        cells = [best_by(row["evaluations"], m) if m * 60 <= row["budget_s"] else None for m in CHECKPOINTS_MIN]
+        side = row["side"] + (f" ({row['variant']})" if row.get("variant") else "")
+        print(f"| {side} | {row['seed']} | " + " | ".join("-" if c is None else f"{c:.1f}" for c in cells)
               + f" | {row['agent_steps']:,} | {row['train_steps']:,} |", flush=True)
 
 
@@ -126,30 +128,33 @@ def plot(rows: list[dict], directory: str) -> list[str]:
 
     paths = []
     for x_key, x_label, name in (("minutes", "minutes since launch", "breakout-wall-clock.png"),
-                                 ("agent_steps", "agent steps (4 frames each)", "breakout-agent-steps.png")):
-        figure, axes = plt.subplots(figsize=(6.4, 4.0))
-        for side, color in (("ours", "tab:blue"), ("sb3", "tab:orange")):
-            for row in sorted((r for r in rows if r["side"] == side), key=lambda r: r["seed"]):
-                points, best = [], None
-                for evaluation in (e for e in row["evaluations"] if e["train_step"] > 0):
-                    best = evaluation["return"] if best is None else max(best, evaluation["return"])
-                    points.append((evaluation[x_key], evaluation["return"], best))
-                if not points:
-                    continue
-                end = row["budget_s"] / 60 if x_key == "minutes" else row["agent_steps"]
-                xs, scores, bests = zip(*points, strict=True)
-                label = (LABELS[side].format(preset=row.get("preset"), commit=row.get("commit", "?"))
-                         + f", seed {row['seed']}")
-                style = "-" if row["seed"] % 2 else "--"
-                axes.step([*xs, end], [*bests, bests[-1]], where="post", color=color, linestyle=style,
-                          linewidth=1.3, label=label + ": best so far")
-                axes.plot(xs, scores, linestyle="none", marker=".", color=color, alpha=0.45,
-                          label=f"seed {row['seed']}: each evaluation")
-        axes.set(xlabel=x_label, ylabel="evaluation return (eps 0.05, re-checked)", title="Breakout, 2 CPU cores")
+                                 ("agent_steps", "agent steps, thousands (4 frames each)",
+                                  "breakout-agent-steps.png")):
+        figure, axes = plt.subplots(figsize=(7.0, 5.0))
+        scale = 1e-3 if x_key == "agent_steps" else 1.0
+        for row in sorted(rows, key=lambda r: (r["side"], r.get("variant", ""), r["seed"])):
+            side = row["side"]
+            color = "tab:gray" if row.get("variant") else COLORS[side]
+            points, best = [], None
+            for evaluation in (e for e in row["evaluations"] if e["train_step"] > 0):
+                best = evaluation["return"] if best is None else max(best, evaluation["return"])
+                points.append((evaluation[x_key] * scale, evaluation["return"], best))
+            if not points:
+                continue
+            end = row["budget_s"] / 60 if x_key == "minutes" else row["agent_steps"] * scale
+            xs, scores, bests = zip(*points, strict=True)
+            label = (LABELS[side].format(preset=row.get("preset"), commit=row.get("commit", "?"))
+                     + (f" {row['variant']}" if row.get("variant") else "") + f", seed {row['seed']}")
+            style = "-" if row["seed"] % 2 else "--"
+            axes.step([*xs, end], [*bests, bests[-1]], where="post", color=color, linestyle=style,
+                      linewidth=1.3, label=label)
+            axes.plot(xs, scores, linestyle="none", marker=".", color=color, alpha=0.45)
+        axes.set(xlabel=x_label, ylabel="evaluation return (eps 0.05, re-checked)",
+                 title="Breakout, 2 CPU cores: best so far (lines), each evaluation (dots)")
         if x_key == "minutes":
             for minutes in CHECKPOINTS_MIN:
                 axes.axvline(minutes, color="grey", linewidth=0.5, linestyle=":")
-        axes.legend(loc="upper left", fontsize="small")
+        axes.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), fontsize="small", frameon=False)
         figure.tight_layout()
         os.makedirs(directory, exist_ok=True)
         paths.append(os.path.join(directory, name))
@@ -184,7 +189,8 @@ def main() -> None:
                 row = (run_ours(seed, args.minutes * 60, args.preset) if side == "ours"
                        else run_sb3(seed, args.minutes * 60, args.peer_python))
                 print(side, seed, json.dumps({k: v for k, v in row.items() if k != "evaluations"}), flush=True)
-                rows = [r for r in rows if (r["side"], r["seed"]) != (side, seed)] + [row]
+                # a row with a "variant" (settings the preset no longer has, kept for comparison) is never replaced
+                rows = [r for r in rows if (r["side"], r["seed"], r.get("variant")) != (side, seed, None)] + [row]
                 os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
                 with open(args.json, "w", encoding="utf-8") as handle:  # after every run: a cut bench keeps rows
                     json.dump({"rows": rows}, handle, indent=1)
