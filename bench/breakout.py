@@ -114,6 +114,7 @@ def part_learner(args: argparse.Namespace) -> None:
     from tf_agents.utils import common
 
     from bench.common import make_dataset
+    from bench.learner_throughput import rate as sgd_rate
     from dqn.builder import DqnBuilder
     from dqn.envs.making import EnvOptions
     from dqn.settings.config import LearnerConfig
@@ -132,20 +133,9 @@ def part_learner(args: argparse.Namespace) -> None:
                 steps = (("fixed batch", lambda: train(fixed)),  # noqa: B023 - used within this iteration
                          ("fed from replay", lambda: train(next(iterator)[0])))  # noqa: B023
                 for name, step in steps:
-                    rate = measure_rate(step, args.seconds)
+                    rate = sgd_rate(step, args.seconds)
                     print(f"learner SGD steps/s, conv net, {compute_dtype}, batch {batch_size}, {name}: "
                           f"{rate:8.1f}  (= {rate * batch_size:,.0f} transitions/s)", flush=True)
-
-
-def measure_rate(step, seconds: float) -> float:
-    """Calls of `step` per second over `seconds`, after 3 warm-up calls (tracing, first allocations)."""
-    for _ in range(3):
-        step()
-    calls, start = 0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        step()
-        calls += 1
-    return calls / (time.perf_counter() - start)
 
 
 PARTS = {"replay": part_replay, "actor": part_actor, "learner": part_learner}
