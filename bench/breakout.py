@@ -120,8 +120,8 @@ def part_learner(args: argparse.Namespace) -> None:
     from dqn.settings.config import LearnerConfig
 
     with replay_server(*BREAKOUT_SERVER, "--replay-max-size", "100000") as (address, _):
-        fill_replay(address, 5000, env_id=breakout_config(LearnerConfig).env_id,
-                    options=EnvOptions.from_config(breakout_config(LearnerConfig)))
+        preset = breakout_config(LearnerConfig)
+        fill_replay(address, 5000, env_id=preset.env_id, options=EnvOptions.from_config(preset))
         for batch_size in (int(size) for size in args.batch_sizes.split(",")):
             config = breakout_config(LearnerConfig, replay_address=address, batch_size=batch_size)
             iterator = iter(make_dataset(config))
