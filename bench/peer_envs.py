@@ -5,8 +5,14 @@ importing this module registers `MinAtar/<Game>-v1` (minimal action set, MinAtar
 bool observation) with a 5,000-step episode cap, so that greedy evaluations end (MinAtar itself has none).
 The same module registers `FlappyBird/Features-v0`: flappy-bird-gymnasium's game observed as its 12 features
 (positions and speeds of the bird and the next pipes, not the LIDAR scan), with the same episode cap (the game
-has none). highway-env and popgym register their ids on import: `highway_env:highway-fast-v0`,
-`popgym:popgym-PositionOnlyCartPoleEasy-v0`. Install them with the bench-envs extra.
+has none). `MiniGrid/DoorKey-5x5-v0` is MiniGrid's `MiniGrid-DoorKey-5x5-v0` (a 5x5 room: pick up the key, open
+the door, reach the goal; 7 actions; reward 1 - 0.9 * steps / 250 at the goal, else 0) with its mission text
+filtered out by gymnasium's `FilterObservation`: the text is the same in every episode, and the service refuses
+Text parts. What remains is a `Dict` of the agent's 7x7x3 uint8 view (object, colour and state indices) and its
+`Discrete(4)` direction. highway-env and popgym register their ids on import: `highway_env:highway-fast-v0`,
+`popgym:popgym-PositionOnlyCartPoleEasy-v0`. Install them with the bench-envs extra; MiniGrid declares pygame
+>= 2.4, which only its renderer needs, so it is installed beside the extra with `pip install --no-deps
+minigrid==3.0.0` (tf-agents pins pygame 2.1.3).
 """
 
 from __future__ import annotations
@@ -26,3 +32,14 @@ for _game in MINATAR_GAMES:
 if "FlappyBird/Features-v0" not in gym.registry:
     gym.register("FlappyBird/Features-v0", entry_point="flappy_bird_gymnasium:FlappyBirdEnv",
                  max_episode_steps=MAX_EPISODE_STEPS, kwargs={"use_lidar": False})
+
+
+def make_minigrid(name: str = "MiniGrid-DoorKey-5x5-v0", **kwargs) -> gym.Env:
+    """A MiniGrid env with its constant mission text filtered out: Dict(direction, image)."""
+    import minigrid  # noqa: F401  (registers the MiniGrid-* ids)
+
+    return gym.wrappers.FilterObservation(gym.make(name, **kwargs), ["direction", "image"])
+
+
+if "MiniGrid/DoorKey-5x5-v0" not in gym.registry:
+    gym.register("MiniGrid/DoorKey-5x5-v0", entry_point=make_minigrid)

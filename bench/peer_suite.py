@@ -8,10 +8,10 @@ evaluations of trained weights (train step > 0) count, each 10 greedy episodes. 
 return at 60/120/240 s for both and their ratio at the budget, writes the rows as JSON and one PNG per env
 (best-so-far return against seconds since launch, a thin line per seed) into docs/learning-curves/.
 
-    .venv/bin/pip install -c requirements.lock -e '.[bench-envs]'
+    .venv/bin/pip install -c requirements.lock -e '.[bench-envs]' && .venv/bin/pip install --no-deps minigrid==3.0.0
     python3.11 -m venv peers-venv && peers-venv/bin/pip install stable-baselines3==2.9.2 \
         gymnasium==1.3.0 "numpy<2" minatar==1.0.15 highway-env==1.11 popgym==1.0.7 pygame==2.1.3 \
-        flappy-bird-gymnasium==0.4.0
+        flappy-bird-gymnasium==0.4.0 && peers-venv/bin/pip install --no-deps minigrid==3.0.0
     .venv/bin/python bench/peer_suite.py --seeds 1 2 --budget-s 240 --peer-python peers-venv/bin/python
 """
 
@@ -32,7 +32,8 @@ from bench.common import save_env_png  # noqa: E402
 from bench.time_to_solve import SUMMARY  # noqa: E402
 
 ENVS = ["bench.peer_envs:MinAtar/Breakout-v1", "highway_env:highway-fast-v0",
-        "popgym:popgym-PositionOnlyCartPoleEasy-v0", "bench.peer_envs:FlappyBird/Features-v0"]
+        "popgym:popgym-PositionOnlyCartPoleEasy-v0", "bench.peer_envs:FlappyBird/Features-v0",
+        "bench.peer_envs:MiniGrid/DoorKey-5x5-v0"]
 CHECKPOINTS_S = (60, 120, 240)
 
 

@@ -53,17 +53,34 @@ HYPERPARAMS = {
     # flappy-bird-gymnasium's authors publish no DQN settings for SB3 (their DQN example is their own code): the
     # zoo's CartPole-v1 entry, as for popgym.
     "bench.peer_envs:FlappyBird/Features-v0": ZOO_CARTPOLE,
+    # MiniGrid's authors publish no DQN settings (their SB3 tutorial trains PPO), nor does the zoo; the zoo's
+    # MiniGrid recipe (hyperparams/ppo.yml) flattens the observation for an MLP (its FlatObsWrapper; here
+    # gymnasium's FlattenObservation, as the mission text is already filtered out) with a 1e5-step schedule for
+    # DoorKey-5x5. SB3's MultiInputPolicy cannot take the Dict itself: it gives uint8 image parts its Nature CNN,
+    # whose 8x8 kernel does not fit the 7x7 view. DQN settings: the zoo's tuned Acrobot-v1 entry, its tuned task
+    # with a reward only at reaching a goal.
+    "bench.peer_envs:MiniGrid/DoorKey-5x5-v0": dict(
+        source="rl-baselines3-zoo: MiniGrid recipe (flattened observation, MLP, 1e5 steps) with the dqn.yml "
+               "Acrobot-v1 entry", env_wrapper="flatten", n_timesteps=100_000, policy="MlpPolicy",
+        policy_kwargs=dict(net_arch=[256, 256]), learning_rate=6.3e-4, batch_size=128, buffer_size=50_000,
+        learning_starts=0, gamma=0.99, target_update_interval=250, train_freq=4, gradient_steps=-1,
+        exploration_fraction=0.12, exploration_final_eps=0.1),
 }
 
 
 def make_env(env_id: str, seed: int | None = None):
-    """`module:EnvId` as the service makes it: import the module (it registers the id), then gymnasium.make."""
+    """`module:EnvId` as the service makes it, with the settings' `env_wrapper` ("flatten": one float vector).
+
+    The service imports the module (it registers the id), then calls gymnasium.make.
+    """
     import gymnasium as gym
 
     module, _, name = env_id.rpartition(":")
     if module:
         importlib.import_module(module)
     env = gym.make(name)
+    if HYPERPARAMS.get(env_id, {}).get("env_wrapper") == "flatten":
+        env = gym.wrappers.FlattenObservation(env)
     env.reset(seed=seed)
     return env
 
@@ -123,6 +140,7 @@ def main() -> None:
     torch.set_num_threads(1)  # the service's roles run one BLAS thread each too; the box has 2 cores
     params = dict(HYPERPARAMS[args.env_id])
     source, n_timesteps, policy = params.pop("source"), params.pop("n_timesteps"), params.pop("policy")
+    params.pop("env_wrapper", None)
     env = make_env(args.env_id)
     if policy == "minatar":
         policy, params["policy_kwargs"] = "MlpPolicy", minatar_policy_kwargs(env)
