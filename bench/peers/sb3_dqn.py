@@ -58,7 +58,7 @@ HYPERPARAMS = {
     # gymnasium's FlattenObservation, as the mission text is already filtered out) with a 1e5-step schedule for
     # DoorKey-5x5. SB3's MultiInputPolicy cannot take the Dict itself: it gives uint8 image parts its Nature CNN,
     # whose 8x8 kernel does not fit the 7x7 view. DQN settings: the zoo's tuned Acrobot-v1 entry, its tuned task
-    # with a reward only at reaching a goal.
+    # whose return improves only by reaching a goal sooner.
     "bench.peer_envs:MiniGrid/DoorKey-5x5-v0": dict(
         source="rl-baselines3-zoo: MiniGrid recipe (flattened observation, MLP, 1e5 steps) with the dqn.yml "
                "Acrobot-v1 entry", env_wrapper="flatten", n_timesteps=100_000, policy="MlpPolicy",
