@@ -11,7 +11,11 @@ on fresh episodes); an evaluation counts at the lower of its average and its re-
 
     .venv/bin/python bench/breakout_learning.py --sides ours --seeds 1 --minutes 90
     .venv/bin/python bench/breakout_learning.py --sides sb3 --seeds 1 --minutes 90 --peer-python peers-venv/bin/python
+    .venv/bin/python bench/breakout_learning.py --sides ours --seeds 1 --variant bfloat16 -- --compute-dtype bfloat16
     .venv/bin/python bench/breakout_learning.py --plot-only        # the table and PNGs from the JSON
+
+The table's SGD-rate column is train steps per second between minutes 20 and 80 of a run (interpolated between
+evaluations): both sides learn then, start-up and warm-up are behind them, so the ratio is the learners' own.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from bench.peer_suite import read_jsonl  # noqa: E402
 from bench.role_cpu import progress  # noqa: E402
 
 CHECKPOINTS_MIN = (30, 60, 90)
+RATE_WINDOW_MIN = (20, 80)
 COLORS = {"ours": "tab:blue", "sb3": "tab:orange"}
 LABELS = {"ours": "dqn-service --preset {preset} @{commit}", "sb3": "SB3 DQN, rl-baselines3-zoo atari"}
 
@@ -60,11 +65,11 @@ def agent_steps_at(marks: list[tuple[float, int]], moment: float) -> int:
     return int(s0 + (s1 - s0) * (moment - t0) / max(t1 - t0, 1e-9))
 
 
-def run_ours(seed: int, budget_s: float, preset: str) -> dict:
-    """One `dqn-service local --preset` run; its evaluations with minutes and agent steps."""
+def run_ours(seed: int, budget_s: float, preset: str, flags: list[str]) -> dict:
+    """One `dqn-service local --preset` run (extra `flags` last); its evaluations with minutes and agent steps."""
     root = tempfile.mkdtemp(prefix=f"breakout-ours-seed{seed}-")
     command = [sys.executable, "-m", "launcher", "local", "--preset", preset, "--root-dir", root, "--seed",
-               str(seed), "--max-wall-time-s", str(budget_s)]
+               str(seed), "--max-wall-time-s", str(budget_s), *flags]
     started = time.time()
     marks: list[tuple[float, int]] = []
     with open(os.path.join(root, "launcher.out"), "w", encoding="utf-8") as out:
@@ -77,7 +82,7 @@ def run_ours(seed: int, budget_s: float, preset: str) -> dict:
     records = read_jsonl(os.path.join(root, "evaluator", "evals.jsonl"))
     evaluations = [{"minutes": round((r["time"] - started) / 60, 2), "agent_steps": agent_steps_at(marks, r["time"]),
                     "train_step": r["train_step"], "return": round(counted_return(r), 2)} for r in records]
-    return {"side": "ours", "seed": seed, "preset": preset, "commit": commit(), "root": root,
+    return {"side": "ours", "seed": seed, "preset": preset, "flags": flags, "commit": commit(), "root": root,
             "exit_code": run.returncode,
             "budget_s": budget_s, "evaluations": evaluations, "agent_steps": marks[-1][1] if marks else 0,
             "train_steps": progress(root)[0]}
@@ -108,15 +113,40 @@ def best_by(evaluations: list[dict], minutes: float) -> float | None:
     return max(values) if values else None
 
 
+def sgd_rate(evaluations: list[dict], window_min: tuple[float, float] = RATE_WINDOW_MIN) -> float | None:
+    """Train steps per second over `window_min` (minutes since launch), interpolated between evaluations."""
+    points = [(e["minutes"], e["train_step"]) for e in evaluations]
+
+    def step_at(minutes: float) -> float | None:
+        for (m0, s0), (m1, s1) in zip(points, points[1:], strict=False):
+            if m0 <= minutes <= m1:
+                return s0 + (s1 - s0) * (minutes - m0) / max(m1 - m0, 1e-9)
+        return None
+
+    start, end = step_at(window_min[0]), step_at(window_min[1])
+    if start is None or end is None:
+        return None
+    return (end - start) / ((window_min[1] - window_min[0]) * 60)
+
+
 def print_table(rows: list[dict]) -> None:
-    """One markdown row per side and seed: best-so-far at 30/60/90 minutes, steps at the end."""
+    """One markdown row per side and seed: best-so-far at 30/60/90 minutes, SGD rate, steps at the end.
+
+    A row's rate ratio is against SB3's row of the same seed (SGD steps at batch 32 in both, unless its flags
+    change the batch).
+    """
+    window = f"SGD steps/s, min {RATE_WINDOW_MIN[0]}–{RATE_WINDOW_MIN[1]}"
     print("| side | seed | " + " | ".join(f"best @ {m} min" for m in CHECKPOINTS_MIN)
-          + " | agent steps | SGD steps |\n|" + "---|" * (len(CHECKPOINTS_MIN) + 4))
+          + f" | {window} | vs SB3 | agent steps | SGD steps |\n|" + "---|" * (len(CHECKPOINTS_MIN) + 6))
+    peer_rates = {row["seed"]: sgd_rate(row["evaluations"]) for row in rows if row["side"] == "sb3"}
     for row in sorted(rows, key=lambda r: (r["side"], r.get("variant", ""), r["seed"])):
         cells = [best_by(row["evaluations"], m) if m * 60 <= row["budget_s"] else None for m in CHECKPOINTS_MIN]
         side = row["side"] + (f" ({row['variant']})" if row.get("variant") else "")
+        rate, peer = sgd_rate(row["evaluations"]), peer_rates.get(row["seed"])
+        ratio = f"{rate / peer:.2f}×" if rate and peer and row["side"] != "sb3" else "-"
         print(f"| {side} | {row['seed']} | " + " | ".join("-" if c is None else f"{c:.1f}" for c in cells)
-              + f" | {row['agent_steps']:,} | {row['train_steps']:,} |", flush=True)
+              + f" | {'-' if rate is None else f'{rate:.1f}'} | {ratio} | {row['agent_steps']:,} | "
+              f"{row['train_steps']:,} |", flush=True)
 
 
 def plot(rows: list[dict], directory: str) -> list[str]:
@@ -174,6 +204,8 @@ def main() -> None:
     parser.add_argument("--json", default=os.path.join(REPO, "docs", "atari-curves", "breakout_learning.json"))
     parser.add_argument("--png-dir", default=os.path.join(REPO, "docs", "atari-curves"))
     parser.add_argument("--plot-only", action="store_true", help="no runs: the table and PNGs from --json")
+    parser.add_argument("--variant", help="name of a row run with extra flags (kept beside the preset's own rows)")
+    parser.add_argument("flags", nargs="*", help="extra dqn-service local flags for our side (after --)")
     args = parser.parse_args()
     rows = []
     if os.path.exists(args.json):
@@ -182,15 +214,21 @@ def main() -> None:
     if not args.plot_only:
         if "sb3" in args.sides and not args.peer_python:
             parser.error("--sides sb3 needs --peer-python")
+        if bool(args.flags) != bool(args.variant):
+            parser.error("extra flags need --variant NAME (and --variant needs flags): rows of the preset as shipped "
+                         "must not mix with rows of other settings")
         print(f"machine: {os.cpu_count()} cores; {args.minutes:.0f} min per run; sides {args.sides}; seeds "
               f"{args.seeds}", flush=True)
         for seed in args.seeds:
             for side in args.sides:
-                row = (run_ours(seed, args.minutes * 60, args.preset) if side == "ours"
+                row = (run_ours(seed, args.minutes * 60, args.preset, args.flags) if side == "ours"
                        else run_sb3(seed, args.minutes * 60, args.peer_python))
+                if side == "ours" and args.variant:
+                    row["variant"] = args.variant
                 print(side, seed, json.dumps({k: v for k, v in row.items() if k != "evaluations"}), flush=True)
-                # a row with a "variant" (settings the preset no longer has, kept for comparison) is never replaced
-                rows = [r for r in rows if (r["side"], r["seed"], r.get("variant")) != (side, seed, None)] + [row]
+                # a row replaces only the row of the same side, seed and variant (None: the preset as shipped)
+                key = (side, seed, row.get("variant"))
+                rows = [r for r in rows if (r["side"], r["seed"], r.get("variant")) != key] + [row]
                 os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
                 with open(args.json, "w", encoding="utf-8") as handle:  # after every run: a cut bench keeps rows
                     json.dump({"rows": rows}, handle, indent=1)
