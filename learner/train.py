@@ -23,7 +23,7 @@ from tf_agents.utils import common
 from dqn.builder import DqnBuilder
 from dqn.model.agent import AgentBundle, reinitialize_q_networks
 from dqn.model.flat_weights import FlatWeights
-from dqn.model.networks import fast_bfloat16
+from dqn.model.networks import fast_bfloat16, resolved_compute_dtype
 from dqn.model.policy_export import export_policy
 from dqn.model.schedules import epsilon_at
 from dqn.process.health import start_health
@@ -362,6 +362,8 @@ def run(config: LearnerConfig) -> int:
              inter_op_threads or "TF's default")
     if config.compute_dtype == "bfloat16" and not fast_bfloat16():
         log.warning("compute_dtype bfloat16 on a CPU without AMX or AVX512-BF16 (and no GPU): TensorFlow emulates "
-                    "it, slower than float32; set --compute-dtype float32")
+                    "it, slower than float32; set --compute-dtype float32 or auto")
+    elif config.compute_dtype == "auto":
+        log.info("compute_dtype auto: the Q-network computes in %s here", resolved_compute_dtype(config))
     return Learner(config).run()
 

@@ -9,6 +9,7 @@ conversion comes from the env's spec alone.
 from __future__ import annotations
 
 import contextlib
+import functools
 
 import tensorflow as tf
 from tf_agents.networks import q_network, q_rnn_network
@@ -38,6 +39,7 @@ def check_network_input(config: CommonConfig, observation_spec) -> None:
                                                    "leave it unset for a stack chosen from the image size")
 
 
+@functools.lru_cache(maxsize=1)
 def fast_bfloat16() -> bool:
     """Whether this machine computes bfloat16 natively: a GPU, or an x86 CPU with AMX or AVX512-BF16."""
     if tf.config.list_physical_devices("GPU"):
@@ -48,6 +50,17 @@ def fast_bfloat16() -> bool:
     except OSError:
         return False
     return "amx_bf16" in flags or "avx512_bf16" in flags
+
+
+def resolved_compute_dtype(config: CommonConfig) -> str:
+    """float32 or bfloat16: compute_dtype with auto decided for this machine and network.
+
+    auto keeps float32 for recurrent networks (bfloat16 is refused with them) and on machines that would emulate
+    bfloat16, where it is slower than float32.
+    """
+    if config.compute_dtype != "auto":
+        return config.compute_dtype
+    return "bfloat16" if config.lstm_size is None and fast_bfloat16() else "float32"
 
 
 @contextlib.contextmanager
@@ -89,7 +102,7 @@ def make_q_network(config: CommonConfig, observation_spec, action_spec):
     reach returns in the tens through slowly growing weights; a ReLU MLP between the LSTM and the Q-values
     scales freely, as in the feed-forward network.
     """
-    if config.compute_dtype == "bfloat16":
+    if resolved_compute_dtype(config) == "bfloat16":
         with keras_dtype_policy("mixed_bfloat16"):  # the input encoders too (a Dict's image parts have convs)
             encoders = input_kwargs(observation_spec, config.conv_layers(), config.observation_scaling)
         return MixedPrecisionQNetwork(observation_spec, action_spec, fc_layer_params=config.fc_layer_params,

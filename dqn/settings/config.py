@@ -70,9 +70,10 @@ class CommonConfig:
                                                         "none = chosen from the image size", ge=1)
     fc_layer_params: tuple[int, ...] = setting((256, 256), "Q-network hidden layer sizes, in units, e.g. 256,256; "
                                                "with lstm_size they follow the LSTM", ge=1)
-    compute_dtype: str = setting("float32", "dtype the Q-network's hidden layers compute in; weights, Q-values and "
-                                 "the loss stay float32; bfloat16 is faster on CPUs with AMX or AVX512-BF16",
-                                 choices=("float32", "bfloat16"))
+    compute_dtype: str = setting("float32", "dtype the Q-network's hidden layers compute in (weights, Q-values and "
+                                 "the loss stay float32); auto = bfloat16 on a GPU or a CPU with AMX or "
+                                 "AVX512-BF16 for feed-forward networks, else float32",
+                                 choices=("float32", "bfloat16", "auto"))
     observation_scaling: str = setting("narrow", "MLP inputs, scaled inside the network: narrow = features whose Box "
                                        "bound is below 1 divided by it; bounds = every bounded feature; none = raw",
                                        choices=("narrow", "bounds", "none"))

@@ -1,5 +1,7 @@
 """compute_dtype bfloat16: hidden layers compute in bfloat16, Q-values and weights stay float32, same object graph."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -62,3 +64,23 @@ def test_this_machine_is_asked_whether_it_computes_bfloat16_natively():
     with open("/proc/cpuinfo", encoding="utf-8") as handle:
         flags = set(next(line for line in handle if line.startswith("flags")).split(":", 1)[1].split())
     assert fast_bfloat16() == bool({"amx_bf16", "avx512_bf16"} & flags)
+
+
+@pytest.mark.parametrize("native, lstm_size, expected", [(True, None, "bfloat16"), (False, None, "float32"),
+                                                          (True, (32,), "float32")])
+def test_auto_computes_in_bfloat16_only_where_the_machine_does_natively_and_the_network_is_feed_forward(
+        monkeypatch, native, lstm_size, expected):
+    from dqn.model import networks
+
+    monkeypatch.setattr(networks, "fast_bfloat16", lambda: native)  # the machine's answer; the rule is under test
+    config = resolve(CommonConfig, environ={}, flags={"compute_dtype": "auto"})
+    assert networks.resolved_compute_dtype(dataclasses.replace(config, lstm_size=lstm_size)) == expected
+
+
+def test_auto_builds_the_network_this_machine_computes_fastest():
+    from dqn.model.networks import fast_bfloat16
+
+    network, _ = network_and_agent("auto")
+    network.create_variables()
+    convs = [layer for layer in network.layers[0].layers if isinstance(layer, tf.keras.layers.Conv2D)]
+    assert {layer.compute_dtype for layer in convs} == {"bfloat16" if fast_bfloat16() else "float32"}
