@@ -53,8 +53,8 @@ def counted_return(record: dict) -> float:
     return record["average_return"] if confirmed is None else min(record["average_return"], confirmed)
 
 
-def agent_steps_at(marks: list[tuple[float, int]], moment: float) -> int:
-    """Agent steps at `moment`, interpolated between the (time, agent steps) marks around it."""
+def interpolated(marks: list[tuple[float, int]], moment: float) -> int:
+    """The count at `moment`, interpolated between the (moment, count) marks around it; clamped at both ends."""
     times = [t for t, _ in marks]
     index = bisect.bisect_left(times, moment)
     if index == 0:
@@ -80,7 +80,7 @@ def run_ours(seed: int, budget_s: float, preset: str, flags: list[str]) -> dict:
         if run.poll() is None:
             run.kill()
     records = read_jsonl(os.path.join(root, "evaluator", "evals.jsonl"))
-    evaluations = [{"minutes": round((r["time"] - started) / 60, 2), "agent_steps": agent_steps_at(marks, r["time"]),
+    evaluations = [{"minutes": round((r["time"] - started) / 60, 2), "agent_steps": interpolated(marks, r["time"]),
                     "train_step": r["train_step"], "return": round(counted_return(r), 2)} for r in records]
     return {"side": "ours", "seed": seed, "preset": preset, "flags": flags, "commit": commit(), "root": root,
             "exit_code": run.returncode,
@@ -115,18 +115,11 @@ def best_by(evaluations: list[dict], minutes: float) -> float | None:
 
 def sgd_rate(evaluations: list[dict], window_min: tuple[float, float] = RATE_WINDOW_MIN) -> float | None:
     """Train steps per second over `window_min` (minutes since launch), interpolated between evaluations."""
-    points = [(e["minutes"], e["train_step"]) for e in evaluations]
-
-    def step_at(minutes: float) -> float | None:
-        for (m0, s0), (m1, s1) in zip(points, points[1:], strict=False):
-            if m0 <= minutes <= m1:
-                return s0 + (s1 - s0) * (minutes - m0) / max(m1 - m0, 1e-9)
+    marks = [(e["minutes"], e["train_step"]) for e in evaluations]
+    if not marks or marks[0][0] > window_min[0] or marks[-1][0] < window_min[1]:
         return None
-
-    start, end = step_at(window_min[0]), step_at(window_min[1])
-    if start is None or end is None:
-        return None
-    return (end - start) / ((window_min[1] - window_min[0]) * 60)
+    steps = interpolated(marks, window_min[1]) - interpolated(marks, window_min[0])
+    return steps / ((window_min[1] - window_min[0]) * 60)
 
 
 def print_table(rows: list[dict]) -> None:
