@@ -37,7 +37,11 @@ from bench.role_cpu import progress  # noqa: E402
 
 CHECKPOINTS_MIN = (30, 60, 90)
 RATE_WINDOW_MIN = (20, 80)
+#: The shortest window a rate is given for (a run that finished training early).
+MIN_RATE_WINDOW_MIN = 30
 COLORS = {"ours": "tab:blue", "sb3": "tab:orange"}
+#: Variant rows' colours, in the order of their sorted names.
+VARIANT_COLORS = ("tab:green", "tab:gray", "tab:purple", "tab:brown")
 LABELS = {"ours": "dqn-service --preset {preset} @{commit}", "sb3": "SB3 DQN, rl-baselines3-zoo atari"}
 
 
@@ -114,12 +118,19 @@ def best_by(evaluations: list[dict], minutes: float) -> float | None:
 
 
 def sgd_rate(evaluations: list[dict], window_min: tuple[float, float] = RATE_WINDOW_MIN) -> float | None:
-    """Train steps per second over `window_min` (minutes since launch), interpolated between evaluations."""
+    """Train steps per second over `window_min` (minutes since launch), interpolated between evaluations.
+
+    A run that stopped before the window's end (it reached its max_train_steps) is measured up to its last
+    evaluation, if that leaves at least MIN_RATE_WINDOW_MIN minutes; its table cell is marked "*".
+    """
     marks = [(e["minutes"], e["train_step"]) for e in evaluations]
-    if not marks or marks[0][0] > window_min[0] or marks[-1][0] < window_min[1]:
+    if not marks or marks[0][0] > window_min[0]:
         return None
-    steps = interpolated(marks, window_min[1]) - interpolated(marks, window_min[0])
-    return steps / ((window_min[1] - window_min[0]) * 60)
+    end = min(window_min[1], marks[-1][0])
+    if end - window_min[0] < MIN_RATE_WINDOW_MIN:
+        return None
+    steps = interpolated(marks, end) - interpolated(marks, window_min[0])
+    return steps / ((end - window_min[0]) * 60)
 
 
 def print_table(rows: list[dict]) -> None:
@@ -132,14 +143,21 @@ def print_table(rows: list[dict]) -> None:
     print("| side | seed | " + " | ".join(f"best @ {m} min" for m in CHECKPOINTS_MIN)
           + f" | {window} | vs SB3 | agent steps | SGD steps |\n|" + "---|" * (len(CHECKPOINTS_MIN) + 6))
     peer_rates = {row["seed"]: sgd_rate(row["evaluations"]) for row in rows if row["side"] == "sb3"}
+    shortened = False
     for row in sorted(rows, key=lambda r: (r["side"], r.get("variant", ""), r["seed"])):
         cells = [best_by(row["evaluations"], m) if m * 60 <= row["budget_s"] else None for m in CHECKPOINTS_MIN]
         side = row["side"] + (f" ({row['variant']})" if row.get("variant") else "")
         rate, peer = sgd_rate(row["evaluations"]), peer_rates.get(row["seed"])
         ratio = f"{rate / peer:.2f}×" if rate and peer and row["side"] != "sb3" else "-"
+        short = row["evaluations"][-1]["minutes"] < RATE_WINDOW_MIN[1]  # trained out before the window's end
+        rate_cell = "-" if rate is None else f"{rate:.1f}" + (" *" if short else "")
+        shortened |= rate is not None and short
         print(f"| {side} | {row['seed']} | " + " | ".join("-" if c is None else f"{c:.1f}" for c in cells)
-              + f" | {'-' if rate is None else f'{rate:.1f}'} | {ratio} | {row['agent_steps']:,} | "
+              + f" | {rate_cell} | {ratio} | {row['agent_steps']:,} | "
               f"{row['train_steps']:,} |", flush=True)
+    if shortened:
+        print(f"* stopped before minute {RATE_WINDOW_MIN[1]} (max_train_steps reached): the rate runs from minute "
+              f"{RATE_WINDOW_MIN[0]} to its last evaluation")
 
 
 def plot(rows: list[dict], directory: str) -> list[str]:
@@ -149,6 +167,8 @@ def plot(rows: list[dict], directory: str) -> list[str]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    variants = sorted({row["variant"] for row in rows if row.get("variant")})
+    variant_colors = {name: VARIANT_COLORS[i % len(VARIANT_COLORS)] for i, name in enumerate(variants)}
     paths = []
     for x_key, x_label, name in (("minutes", "minutes since launch", "breakout-wall-clock.png"),
                                  ("agent_steps", "agent steps, thousands (4 frames each)",
@@ -157,7 +177,7 @@ def plot(rows: list[dict], directory: str) -> list[str]:
         scale = 1e-3 if x_key == "agent_steps" else 1.0
         for row in sorted(rows, key=lambda r: (r["side"], r.get("variant", ""), r["seed"])):
             side = row["side"]
-            color = "tab:gray" if row.get("variant") else COLORS[side]
+            color = variant_colors[row["variant"]] if row.get("variant") else COLORS[side]
             points, best = [], None
             for evaluation in (e for e in row["evaluations"] if e["train_step"] > 0):
                 best = evaluation["return"] if best is None else max(best, evaluation["return"])

@@ -48,13 +48,14 @@ def test_every_preset_key_is_a_config_field_and_resolves():
             resolve(cls, environ={}, flags={"preset": name})
 
 
-def test_the_small_machine_preset_changes_only_the_schedule_wrappers_and_evaluation_of_the_books():
+def test_the_small_machine_preset_changes_only_the_schedule_wrappers_evaluation_and_dtype_of_the_books():
     book = resolve(LocalConfig, environ={}, flags={"preset": "breakout"})
     small = resolve(LocalConfig, environ={}, flags={"preset": "breakout-small"})
     changed = {f.name for f in dataclasses.fields(book) if getattr(book, f.name) != getattr(small, f.name)}
     assert changed == {"preset", "root_dir", "atari_repeat_action_probability", "epsilon_decay_steps",
                        "target_update_period", "max_train_steps", "eval_interval", "atari_terminal_on_life_loss",
-                       "atari_fire_on_reset", "atari_clip_rewards"}
+                       "atari_fire_on_reset", "atari_clip_rewards", "compute_dtype"}
+    assert small.compute_dtype == "auto" and book.compute_dtype == "float32"
     assert (small.epsilon_decay_steps, small.target_update_period, small.max_train_steps) == (25_000, 1_000, 250_000)
     assert small.atari_repeat_action_probability == 0.0 and small.conv_layer_params == book.conv_layer_params
 
