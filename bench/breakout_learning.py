@@ -139,17 +139,18 @@ def print_table(rows: list[dict]) -> None:
     A row's rate ratio is against SB3's row of the same seed over the same minutes (SGD steps at batch 32 in both,
     unless its flags change the batch).
     """
-    window = f"SGD steps/s, min {RATE_WINDOW_MIN[0]}–{RATE_WINDOW_MIN[1]}"
+    rate_header = f"SGD steps/s, min {RATE_WINDOW_MIN[0]}–{RATE_WINDOW_MIN[1]}"
     print("| side | seed | " + " | ".join(f"best @ {m} min" for m in CHECKPOINTS_MIN)
-          + f" | {window} | vs SB3 | agent steps | SGD steps |\n|" + "---|" * (len(CHECKPOINTS_MIN) + 6))
+          + f" | {rate_header} | vs SB3 | agent steps | SGD steps |\n|" + "---|" * (len(CHECKPOINTS_MIN) + 6))
     peer_runs = {row["seed"]: row["evaluations"] for row in rows if row["side"] == "sb3"}
     shortened = False
     for row in sorted(rows, key=lambda r: (r["side"], r.get("variant", ""), r["seed"])):
         cells = [best_by(row["evaluations"], m) if m * 60 <= row["budget_s"] else None for m in CHECKPOINTS_MIN]
         side = row["side"] + (f" ({row['variant']})" if row.get("variant") else "")
-        rate = sgd_rate(row["evaluations"])
+        last = row["evaluations"][-1]["minutes"] if row["evaluations"] else 0.0
+        window = (RATE_WINDOW_MIN[0], min(RATE_WINDOW_MIN[1], last))
+        rate = sgd_rate(row["evaluations"], window)
         # The peer over the same minutes as this row: SB3's rate drifts over a run.
-        window = (RATE_WINDOW_MIN[0], min(RATE_WINDOW_MIN[1], row["evaluations"][-1]["minutes"]))
         peer = sgd_rate(peer_runs[row["seed"]], window) if row["seed"] in peer_runs else None
         ratio = f"{rate / peer:.2f}×" if rate and peer and row["side"] != "sb3" else "-"
         short = window[1] < RATE_WINDOW_MIN[1]  # trained out before the window's end
