@@ -7,14 +7,16 @@ the same two inputs, so the roles agree without reading each other's files and m
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 
 import reverb
 import tensorflow as tf
 
+from dqn.envs.image_codes import resolve_image_encoding
 from dqn.envs.making import EnvOptions, env_specs
-from dqn.envs.step_cost import measure_step_seconds
+from dqn.envs.random_play import measure_step_seconds
 from dqn.envs.vector_env import GymnasiumVectorEnvironment
 from dqn.model.agent import AgentBundle, build_agent
 from dqn.model.collect_policy import (
@@ -44,10 +46,12 @@ class DqnBuilder:
     """
 
     def __init__(self, config: CommonConfig):
-        self.config = config
         self.env_options = EnvOptions.from_config(config)
         self.observation_spec, self.action_spec, self.reward_threshold = env_specs(config.env_id, self.env_options)
         check_network_input(config, self.observation_spec)
+        # Settings the env decides when left at auto and every role must agree on (they shape the network).
+        self.config = dataclasses.replace(
+            config, image_encoding=resolve_image_encoding(config, self.observation_spec, self.env_options))
         self.layout = ReplayLayout.from_config(config)
         self._hold_states: dict[tuple[int, int], HeldRandomActions] = {}
 

@@ -20,6 +20,7 @@ import time
 
 import portpicker
 
+from dqn.envs.image_codes import resolve_image_encoding
 from dqn.envs.making import EnvOptions, env_specs
 from dqn.process.progress import read_progress
 from dqn.process.runtime import StopSignal
@@ -241,7 +242,11 @@ def solves(evaluation: dict | None, target: float | None) -> bool:
 def run(config: LocalConfig) -> int:
     """Runs the local topology to completion; returns the exit code."""
     stop = StopSignal()
-    target = config.resolved_target_return(env_specs(config.env_id, EnvOptions.from_config(config))[2])
+    options = EnvOptions.from_config(config)
+    observation_spec, _, reward_threshold = env_specs(config.env_id, options)
+    target = config.resolved_target_return(reward_threshold)
+    # Settings the env decides at auto shape the network: decided once here, every role gets the answer.
+    config = dataclasses.replace(config, image_encoding=resolve_image_encoding(config, observation_spec, options))
     topology = Topology(config)
     started = time.monotonic()
     topology.start()

@@ -6,6 +6,8 @@ so every part of the observation must reach the Q-network for the greedy policy 
 - BoolGrid-v0: a (6, 6, 2) bool grid (a MinAtar-like image of object channels).
 - FloatGrid-v0: the same grid as float32.
 - ChannelsFirst-v0: a (2, 12, 12) uint8 image, channels first.
+- CodeGrid-v0: a (5, 5, 3) uint8 grid of category codes 0-11 in a Box declared 0-255 (as MiniGrid's view); the bit
+  is the parity of the centre cell's first code, which codes divided by 255 hide.
 - StateIndex-v0: a Discrete(8) state index.
 - MultiDiscreteObs-v0 / MultiBinaryObs-v0: vectors of indices / bits.
 - DictObs-v0: {"image": (8, 8, 3) uint8, "position": Discrete(5), "velocity": Box(2)} (image + vector).
@@ -66,6 +68,12 @@ def _channels_first(bit, rng):
     return image
 
 
+def _code_grid(bit, rng):
+    grid = rng.integers(0, 12, (5, 5, 3)).astype(np.uint8)
+    grid[2, 2, 0] = 2 * rng.integers(1, 6) + bit
+    return grid
+
+
 def _dict(bit, rng):
     image = rng.integers(0, 50, (8, 8, 3)).astype(np.uint8)
     return {"image": image, "position": int(2 * bit + rng.integers(2)),
@@ -76,6 +84,7 @@ SPACES = {
     "BoolGrid-v0": (gym.spaces.Box(0, 1, (6, 6, 2), np.bool_), _grid),
     "FloatGrid-v0": (gym.spaces.Box(0.0, 1.0, (6, 6, 2), np.float32), lambda b, r: _grid(b, r, np.float32)),
     "ChannelsFirst-v0": (gym.spaces.Box(0, 255, (2, 12, 12), np.uint8), _channels_first),
+    "CodeGrid-v0": (gym.spaces.Box(0, 255, (5, 5, 3), np.uint8), _code_grid),
     "StateIndex-v0": (gym.spaces.Discrete(8), lambda b, r: int(4 * b + r.integers(4))),
     "MultiDiscreteObs-v0": (gym.spaces.MultiDiscrete([3, 4, 5]),
                             lambda b, r: np.array([r.integers(3), 2 * b + r.integers(2), r.integers(5)])),

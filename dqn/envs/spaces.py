@@ -81,6 +81,11 @@ def _box_spec(space: gym.spaces.Box, name: str) -> array_spec.BoundedArraySpec:
     return array_spec.BoundedArraySpec(space.shape, dtype, minimum=low, maximum=high, name=name)
 
 
+def is_image(spec) -> bool:
+    """Rank 2 (height, width) or 3 (height, width, channels) parts are images."""
+    return len(spec.shape) in (2, 3)
+
+
 def is_nested(spec) -> bool:
     """True for a Dict/Tuple observation spec (several parts)."""
     return tf.nest.is_nested(spec)

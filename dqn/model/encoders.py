@@ -9,7 +9,9 @@ The rules (docs/learning.md, "Observations"):
   read channels first and moved last. A conv stack is chosen from the smaller spatial side S unless
   `--conv-layer-params` says otherwise: S >= 36 the Nature DQN stack (8x8/4, 4x4/2, 3x3/1), 16 <= S < 36 a 4x4/2,
   3x3/1 stack, 5 <= S < 16 two 3x3 stride-1 layers, 3 <= S < 5 one, S < 3 none (flattened).
-  Integer images are divided by their bound (uint8 frames by 255).
+  Integer images are divided by their bound (uint8 frames by 255), unless they hold category codes
+  (`image_encoding`): then each cell's value 0..CODE_DEPTH-1 in each channel becomes a one-hot vector, so the conv
+  layers see (height, width, channels * CODE_DEPTH).
 - integer parts of rank 0-1 whose values span 3..256 indices (Discrete, MultiDiscrete) are one-hot encoded;
 - everything else is a feature vector: cast to float32 and scaled by `observation_scaling`.
 """
@@ -19,7 +21,8 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from dqn.envs.spaces import is_nested
+from dqn.envs.image_codes import CODE_DEPTH, is_integer_image
+from dqn.envs.spaces import is_image, is_nested
 
 #: Conv stacks (filters, kernel, stride) by the image's smaller spatial side, largest first: (minimum side, stack).
 AUTO_CONV_STACKS = (
@@ -37,11 +40,6 @@ LARGEST_SCALED_BOUND = 1e6
 def _dtype(spec) -> np.dtype:
     """The numpy dtype of an array or tensor spec."""
     return np.dtype(tf.as_dtype(spec.dtype).as_numpy_dtype)
-
-
-def is_image(spec) -> bool:
-    """Rank 2 (height, width) or 3 (height, width, channels) parts are images."""
-    return len(spec.shape) in (2, 3)
 
 
 def channels_first(shape: tuple) -> bool:
@@ -122,16 +120,40 @@ class OneHot(tf.keras.layers.Layer):
         return {**super().get_config(), "low": self.low, "depth": self.depth}
 
 
-def _image_input_layers(spec) -> list:
-    """Cast (and scale integer images by their bound), then lay the image out as (height, width, channels)."""
+@tf.keras.utils.register_keras_serializable(package="dqn")  # TF-Agents copies Sequential encoders by config
+class CodeOneHot(tf.keras.layers.Layer):
+    """Category codes [B, H, W, C] -> one-hot [B, H, W, C * depth]; a code outside 0..depth-1 gives all zeros."""
+
+    def __init__(self, depth: int, **kwargs):
+        super().__init__(**kwargs)
+        self.depth = depth
+
+    def call(self, codes):
+        """One-hot of every cell's code in every channel, the channels of one code next to each other."""
+        height, width, channels = codes.shape[1:]
+        one_hot = tf.one_hot(tf.cast(codes, tf.int32), self.depth, dtype=self.compute_dtype)
+        return tf.reshape(one_hot, [-1, height, width, channels * self.depth])
+
+    def get_config(self) -> dict:
+        """Constructor arguments (TF-Agents copies preprocessing layers through their config)."""
+        return {**super().get_config(), "depth": self.depth}
+
+
+def _image_input_layers(spec, image_encoding: str) -> list:
+    """Cast (and scale integer images by their bound, or one-hot their codes), laid out as (height, width, channels).
+
+    `image_encoding` is resolved (scaled or one-hot, never auto); one-hot applies to integer images only.
+    """
+    layout = []
+    if len(spec.shape) == 2:
+        layout.append(tf.keras.layers.Reshape((*spec.shape, 1)))
+    elif channels_first(tuple(spec.shape)):
+        layout.append(tf.keras.layers.Permute((2, 3, 1)))
+    if image_encoding == "one-hot" and is_integer_image(spec):
+        return [*layout, CodeOneHot(CODE_DEPTH)]
     bound = max(abs(float(np.max(spec.minimum))), abs(float(np.max(spec.maximum))))
     scale = 1.0 / bound if np.issubdtype(_dtype(spec), np.integer) and 0 < bound <= LARGEST_SCALED_BOUND else 1.0
-    layers = [tf.keras.layers.Rescaling(scale)]
-    if len(spec.shape) == 2:
-        layers.append(tf.keras.layers.Reshape((*spec.shape, 1)))
-    elif channels_first(tuple(spec.shape)):
-        layers.append(tf.keras.layers.Permute((2, 3, 1)))
-    return layers
+    return [tf.keras.layers.Rescaling(scale), *layout]
 
 
 def _feature_layers(spec, mode: str) -> list:
@@ -139,10 +161,10 @@ def _feature_layers(spec, mode: str) -> list:
     return [tf.keras.layers.Rescaling(1.0 if scale is None else scale.tolist())]
 
 
-def part_encoder(spec, conv_layer_params, observation_scaling: str) -> tf.keras.layers.Layer:
+def part_encoder(spec, conv_layer_params, observation_scaling: str, image_encoding: str) -> tf.keras.layers.Layer:
     """One part's encoder for a nested observation: [B, ...] -> [B, features]."""
     if is_image(spec):
-        layers = _image_input_layers(spec)
+        layers = _image_input_layers(spec, image_encoding)
         for filters, kernel, stride in conv_layer_params or auto_conv_layers(tuple(spec.shape)):
             layers.append(tf.keras.layers.Conv2D(filters, kernel, stride, activation="relu"))
         return tf.keras.Sequential([*layers, tf.keras.layers.Flatten()])
@@ -152,20 +174,20 @@ def part_encoder(spec, conv_layer_params, observation_scaling: str) -> tf.keras.
     return tf.keras.Sequential([*_feature_layers(spec, observation_scaling), tf.keras.layers.Flatten()])
 
 
-def input_kwargs(observation_spec, conv_layer_params, observation_scaling: str) -> dict:
+def input_kwargs(observation_spec, conv_layer_params, observation_scaling: str, image_encoding: str) -> dict:
     """QNetwork / QRnnNetwork arguments for the observation's encoders (preprocessing layers, combiner, convs).
 
     A single float feature vector keeps the plain MLP input (a Rescaling layer only where scaling changes
     something), so such networks stay the numpy mirror's; a single image keeps TF-Agents' own conv layers.
     """
     if is_nested(observation_spec):
-        encoders = tf.nest.map_structure(lambda spec: part_encoder(spec, conv_layer_params, observation_scaling),
-                                         observation_spec)
+        encoders = tf.nest.map_structure(
+            lambda spec: part_encoder(spec, conv_layer_params, observation_scaling, image_encoding), observation_spec)
         return {"preprocessing_layers": encoders, "preprocessing_combiner": tf.keras.layers.Concatenate(axis=-1)}
     spec = observation_spec
     if is_image(spec):
         convs = conv_layer_params or auto_conv_layers(tuple(spec.shape))
-        return {"preprocessing_layers": tf.keras.Sequential(_image_input_layers(spec)),
+        return {"preprocessing_layers": tf.keras.Sequential(_image_input_layers(spec, image_encoding)),
                 "conv_layer_params": tuple(convs) or None}
     depth = one_hot_depth(spec)
     if depth is not None:

@@ -100,14 +100,18 @@ def make_q_network(config: CommonConfig, observation_spec, action_spec):
 
     Why after: an LSTM's output is tanh-bounded, so Q-values read straight off it (one linear layer) can only
     reach returns in the tens through slowly growing weights; a ReLU MLP between the LSTM and the Q-values
-    scales freely, as in the feed-forward network.
+    scales freely, as in the feed-forward network. `config.image_encoding` must be resolved (DqnBuilder does it):
+    roles that guessed differently would build networks whose weights do not fit each other.
     """
+    if config.image_encoding == "auto":
+        raise ValueError("image_encoding auto must be resolved before the network is built (DqnBuilder does it)")
     if resolved_compute_dtype(config) == "bfloat16":
         with keras_dtype_policy("mixed_bfloat16"):  # the input encoders too (a Dict's image parts have convs)
-            encoders = input_kwargs(observation_spec, config.conv_layers(), config.observation_scaling)
+            encoders = input_kwargs(observation_spec, config.conv_layers(), config.observation_scaling,
+                                    config.image_encoding)
         return MixedPrecisionQNetwork(observation_spec, action_spec, fc_layer_params=config.fc_layer_params,
                                       **encoders)
-    encoders = input_kwargs(observation_spec, config.conv_layers(), config.observation_scaling)
+    encoders = input_kwargs(observation_spec, config.conv_layers(), config.observation_scaling, config.image_encoding)
     if config.lstm_size:
         return q_rnn_network.QRnnNetwork(observation_spec, action_spec, input_fc_layer_params=None,
                                          lstm_size=config.lstm_size, output_fc_layer_params=config.fc_layer_params,

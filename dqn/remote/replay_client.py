@@ -59,4 +59,5 @@ def check_signatures(client: reverb.Client, signatures: dict[str, object], confi
                 f"the {table!r} table at {config.replay_address} was built for other specs than this {role} "
                 f"(env {config.env_id!r}, layers {config.fc_layer_params}): server {info[table].signature} vs "
                 f"ours {expected}. Start every role with the same --env-id, network settings and replay item "
-                f"settings (--n-step-update, --lstm-size, --train-sequence-length, --initial-priority).")
+                f"settings (--n-step-update, --lstm-size, --train-sequence-length, --initial-priority); an env whose "
+                f"random play is not reproducible from --seed needs --image-encoding set explicitly.")

@@ -16,7 +16,7 @@ from tests.conftest import REPO
 
 pytestmark = pytest.mark.integration
 
-KINDS = ["BoolGrid-v0", "FloatGrid-v0", "ChannelsFirst-v0", "StateIndex-v0", "MultiDiscreteObs-v0",
+KINDS = ["BoolGrid-v0", "FloatGrid-v0", "ChannelsFirst-v0", "CodeGrid-v0", "StateIndex-v0", "MultiDiscreteObs-v0",
          "MultiBinaryObs-v0", "DictObs-v0", "TupleObs-v0"]
 ROLES_EXIT_0 = "exit codes: replay-server=0, learner=0, actor-0=0, actor-1=0, evaluator=0"
 

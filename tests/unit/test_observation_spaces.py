@@ -76,8 +76,9 @@ def test_nature_convs_do_not_fit_a_small_grid_and_say_where():
         DqnBuilder(CommonConfig(env_id="tests.user_envs:BoolGrid-v0", conv_layer_params=(32, 8, 4, 64, 4, 2)))
 
 
-@pytest.mark.parametrize("name", ["BoolGrid-v0", "ChannelsFirst-v0", "StateIndex-v0", "MultiDiscreteObs-v0",
-                                  "MultiBinaryObs-v0", "DictObs-v0", "TupleObs-v0", "FloatGrid-v0"])
+@pytest.mark.parametrize("name", ["BoolGrid-v0", "ChannelsFirst-v0", "CodeGrid-v0", "StateIndex-v0",
+                                  "MultiDiscreteObs-v0", "MultiBinaryObs-v0", "DictObs-v0", "TupleObs-v0",
+                                  "FloatGrid-v0"])
 def test_every_kind_gets_a_network_and_the_replay_stores_its_own_dtype(name):
     builder = DqnBuilder(CommonConfig(env_id=f"tests.user_envs:{name}", fc_layer_params=(8,)))
     env = builder.make_envs(3, seed=1)

@@ -5,7 +5,7 @@ import pytest
 import tests.user_envs  # noqa: F401 - registers the user envs
 from dqn.builder import DqnBuilder
 from dqn.envs.making import EnvOptions
-from dqn.envs.step_cost import measure_step_seconds
+from dqn.envs.random_play import measure_step_seconds
 from dqn.replay_layout.items import REPLAY_TABLE
 from dqn.replay_layout.tables import (
     DEFAULT_SAMPLES_PER_INSERT,
