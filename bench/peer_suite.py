@@ -13,6 +13,10 @@ return at 60/120/240 s for both and their ratio at the budget, writes the rows a
         gymnasium==1.3.0 "numpy<2" minatar==1.0.15 highway-env==1.11 popgym==1.0.7 pygame==2.1.3 \
         flappy-bird-gymnasium==0.4.0 && peers-venv/bin/pip install --no-deps minigrid==3.0.0
     .venv/bin/python bench/peer_suite.py --seeds 1 2 --budget-s 240 --peer-python peers-venv/bin/python
+
+The service's side alone, beside the SB3 rows of an earlier run, with flags of its own after `--`:
+
+    .venv/bin/python bench/peer_suite.py --envs ENV --sides ours --peer-rows earlier.json -- --gamma 0.9
 """
 
 from __future__ import annotations
@@ -62,11 +66,11 @@ def best_by(curve: list[tuple[float, float]], seconds: float) -> float | None:
     return values[-1] if values else None
 
 
-def run_ours(env_id: str, seed: int, budget_s: float) -> dict:
-    """One `dqn-service local` run with the defaults, the budget and an unreachable target."""
+def run_ours(env_id: str, seed: int, budget_s: float, flags: tuple[str, ...] = ()) -> dict:
+    """One `dqn-service local` run with the defaults (or `flags`), the budget and an unreachable target."""
     root = tempfile.mkdtemp(prefix=f"peer-suite-ours-seed{seed}-")
     command = [sys.executable, "-m", "launcher", "local", "--root-dir", root, "--env-id", env_id, "--seed",
-               str(seed), "--max-wall-time-s", str(budget_s), "--target-return", "1e9"]
+               str(seed), "--max-wall-time-s", str(budget_s), "--target-return", "1e9", *flags]
     started = time.time()
     result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=budget_s + 300)
     match = SUMMARY.search(result.stdout + result.stderr)
@@ -116,7 +120,7 @@ def print_table(rows: list[dict], checkpoints: tuple[int, ...]) -> None:
         print("| " + " | ".join(fmt(c) for c in cells) + " |", flush=True)
 
 
-def plot(rows: list[dict], env_id: str, budget_s: float, directory: str) -> str:
+def plot(rows: list[dict], env_id: str, budget_s: float, directory: str, flags: list[str] | None = None) -> str:
     """One PNG: best-so-far greedy return against seconds since launch, ours and SB3, a line per seed."""
     import matplotlib
 
@@ -129,8 +133,8 @@ def plot(rows: list[dict], env_id: str, budget_s: float, directory: str) -> str:
             curve = row[side]["curve"]
             if curve:  # a step plot held flat to the budget
                 xs, ys = [at for at, _ in curve] + [budget_s], [v for _, v in curve] + [curve[-1][1]]
-                label = ("dqn-service (defaults)" if side == "ours" else "SB3 DQN (published settings)") \
-                    if index == 0 else None
+                ours_label = f"dqn-service ({' '.join(flags) if flags else 'defaults'})"
+                label = (ours_label if side == "ours" else "SB3 DQN (published settings)") if index == 0 else None
                 axes.step(xs, ys, where="post", color=color, linewidth=1.0, alpha=0.8, label=label)
     axes.set(xlabel="seconds since launch", ylabel="best greedy return so far (10 episodes)",
              title=env_id.rpartition(":")[2], xlim=(0, budget_s))
@@ -147,25 +151,38 @@ def main() -> None:
     parser.add_argument("--envs", nargs="+", default=ENVS)
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--budget-s", type=float, default=240.0)
-    parser.add_argument("--peer-python", required=True, help="python of the bench-only virtualenv with SB3")
+    parser.add_argument("--peer-python", help="python of the bench-only virtualenv with SB3 (needed for sb3)")
+    parser.add_argument("--sides", nargs="+", choices=("ours", "sb3"), default=["ours", "sb3"],
+                        help="which sides to run; a side left out gets no curve, or the one --peer-rows holds")
+    parser.add_argument("--peer-rows", help="sb3 left out: take its rows from this earlier run's JSON instead")
+    parser.add_argument("ours_flags", nargs="*", help="after --: flags for the service's runs (default: none)")
     parser.add_argument("--json", default="runs/peer_suite.json")
     parser.add_argument("--png-dir", default=os.path.join(REPO, "docs", "learning-curves"))
     args = parser.parse_args()
+    if "sb3" in args.sides and not args.peer_python:
+        parser.error("--peer-python is required to run the sb3 side")
     checkpoints = tuple(sorted({s for s in CHECKPOINTS_S if s <= args.budget_s} | {int(args.budget_s)}))
     print(f"machine: {os.cpu_count()} cores; budget {args.budget_s:.0f} s per run and side; envs {args.envs}; "
-          f"seeds {args.seeds}", flush=True)
+          f"seeds {args.seeds}; sides {args.sides}; service flags {args.ours_flags or 'none'}", flush=True)
     rows = []
+    earlier = {}
+    if args.peer_rows and "sb3" not in args.sides:
+        with open(args.peer_rows, encoding="utf-8") as handle:
+            earlier = {(row["env_id"], row["seed"]): row["sb3"] for row in json.load(handle)["rows"]}
     for env_id in args.envs:
         for seed in args.seeds:
-            ours = run_ours(env_id, seed, args.budget_s)
-            print("ours", env_id, seed, json.dumps({k: v for k, v in ours.items() if k != "curve"}), flush=True)
-            sb3 = run_sb3(env_id, seed, args.budget_s, args.peer_python)
-            print("sb3 ", env_id, seed, json.dumps({k: v for k, v in sb3.items() if k != "curve"}), flush=True)
-            rows.append({"env_id": env_id, "seed": seed, "ours": ours, "sb3": sb3})
+            ours, sb3 = {"curve": []}, earlier.get((env_id, seed), {"curve": []})
+            if "ours" in args.sides:
+                ours = run_ours(env_id, seed, args.budget_s, tuple(args.ours_flags))
+                print("ours", env_id, seed, json.dumps({k: v for k, v in ours.items() if k != "curve"}), flush=True)
+            if "sb3" in args.sides:
+                sb3 = run_sb3(env_id, seed, args.budget_s, args.peer_python)
+                print("sb3 ", env_id, seed, json.dumps({k: v for k, v in sb3.items() if k != "curve"}), flush=True)
+            rows.append({"env_id": env_id, "seed": seed, "ours": ours, "sb3": sb3, "ours_flags": args.ours_flags})
             os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
             with open(args.json, "w", encoding="utf-8") as handle:  # after every pair: a cut run keeps its rows
                 json.dump({"budget_s": args.budget_s, "rows": rows}, handle, indent=1)
-        print("wrote", plot(rows, env_id, args.budget_s, args.png_dir), flush=True)
+        print("wrote", plot(rows, env_id, args.budget_s, args.png_dir, args.ours_flags), flush=True)
     print_table(rows, checkpoints)
     print(f"wrote {args.json}", flush=True)
 
