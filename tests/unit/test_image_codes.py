@@ -75,3 +75,13 @@ def test_a_network_is_never_built_on_an_undecided_encoding():
     spec, actions, _ = env_specs(config.env_id)
     with pytest.raises(ValueError, match="image_encoding auto must be resolved"):
         make_q_network(dataclasses.replace(config, image_encoding="auto"), spec, actions)
+
+
+def test_an_image_part_of_a_dict_gets_its_codes_one_hot_beside_the_other_parts():
+    builder = DqnBuilder(CommonConfig(env_id="tests.user_envs:DictObs-v0", fc_layer_params=(8,),
+                                      image_encoding="one-hot"))
+    assert first_conv_kernel(builder.agent.q_network).shape[2] == 3 * CODE_DEPTH
+    env = builder.make_envs(2, seed=3)
+    q_values, _ = builder.agent.q_network(tf.nest.map_structure(tf.constant, env.reset().observation))
+    assert q_values.shape == (2, 2) and np.isfinite(q_values.numpy()).all()
+    env.close()
