@@ -1,8 +1,8 @@
 """`dqn-service local`: the whole topology as separate OS processes on free loopback ports.
 
-Starts replay server, learner, `num_actors` actors, the evaluator (and optionally TensorBoard on
-127.0.0.1), shows one live progress line, stops at max_train_steps or target return, and stops
-every child cleanly on Ctrl-C/SIGTERM. A role that exits non-zero is restarted with backoff, as compose's and
+Starts replay server, learner, `num_actors` actors, the evaluator (and optionally TensorBoard on 127.0.0.1), shows
+one live progress line, stops at max_train_steps (once the evaluator has scored the last weights) or target return,
+and stops every child cleanly on Ctrl-C/SIGTERM. A role that exits non-zero is restarted with backoff, as compose's and
 Kubernetes' restart policies would (every role resumes from its checkpoint or the replay server); a role that
 keeps failing (max_role_restarts within role_restart_window_s) ends the run, which then exits 1.
 """
@@ -38,6 +38,8 @@ REPLAY_STOP_GRACE_S = 120.0
 MAX_BACKOFF_S = 30.0
 #: Exit code of bad input (config, env, checkpoint mismatch): a restart would fail the same way.
 BAD_INPUT_EXIT = 2
+#: Longest wait, once the learner has reached max_train_steps, for the evaluator to score its last weights.
+FINAL_EVALUATION_WAIT_S = 300.0
 
 
 @dataclasses.dataclass
@@ -222,6 +224,16 @@ def env_restarts(config: LocalConfig) -> int:
     return sum(read_progress(config.path(actor_dir(i))).get("env_restarts", 0) for i in range(config.num_actors))
 
 
+def final_evaluation_due(config: LocalConfig, latest: dict | None, waited_s: float) -> bool:
+    """Whether to wait for the evaluator to score the weights the learner published as it reached max_train_steps.
+
+    The evaluator takes weights eval_interval steps past its last evaluation, so the last ones are due when training
+    ended that far past it; without the wait the run would stop before the policy it trained to is ever scored.
+    """
+    last = latest["train_step"] if latest else -config.eval_interval
+    return config.max_train_steps - last >= config.eval_interval and waited_s < FINAL_EVALUATION_WAIT_S
+
+
 def solves(evaluation: dict | None, target: float | None) -> bool:
     """True when an evaluation record of trained weights reaches the target return, re-check included.
 
@@ -257,7 +269,7 @@ def run(config: LocalConfig) -> int:
     reason, best, last_print = "stopped", None, 0.0
     train_step = env_steps = 0
     evaluations = EvalRecords(config.root_dir)
-    solving = latest = None
+    solving = latest = learner_done = None
     while True:
         elapsed = time.monotonic() - started
         for record in evaluations.new():
@@ -284,8 +296,15 @@ def run(config: LocalConfig) -> int:
             break
         learner = next(c for c in topology.children if c.name == "learner")
         if learner.exit_code() == 0:
-            reason = "max_train_steps reached"
-            break
+            if learner_done is None:
+                learner_done = time.monotonic()
+                if final_evaluation_due(config, latest, 0.0):
+                    print(f"{chr(10) if interactive else ''}dqn-service local: the learner reached max_train_steps; "
+                          f"waiting up to {FINAL_EVALUATION_WAIT_S:.0f} s for the evaluation of its last weights",
+                          flush=True)
+            if not final_evaluation_due(config, latest, time.monotonic() - learner_done):
+                reason = "max_train_steps reached"
+                break
         if config.max_wall_time_s and elapsed >= config.max_wall_time_s:
             reason = f"max_wall_time_s ({config.max_wall_time_s:.0f} s) reached"
             break

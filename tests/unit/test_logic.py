@@ -7,8 +7,8 @@ from tf_agents.trajectories import time_step as ts
 from actor.collect import actor_epsilon
 from dqn.model.schedules import epsilon_at
 from dqn.process.progress import EpisodeStats
-from dqn.settings.config import ActorConfig, CommonConfig
-from launcher.local import EvalRecords, solves
+from dqn.settings.config import ActorConfig, CommonConfig, LocalConfig
+from launcher.local import FINAL_EVALUATION_WAIT_S, EvalRecords, final_evaluation_due, solves
 from learner.triggers import IntervalTrigger
 
 
@@ -53,6 +53,15 @@ def test_a_run_is_solved_by_an_evaluation_of_trained_weights_at_the_target():
     assert not solves({"train_step": 0, "average_return": 500.0}, 475.0)  # the untrained initial network
     assert not solves(None, 475.0)
     assert not solves({"train_step": 700, "average_return": 500.0}, None)  # no target: run until stopped
+
+
+def test_local_waits_for_the_last_weights_to_be_scored_when_the_evaluator_will_take_them():
+    config = LocalConfig(max_train_steps=250_000, eval_interval=10_000)
+    assert final_evaluation_due(config, {"train_step": 240_000}, 0.0)  # 250k is eval_interval past: it comes
+    assert not final_evaluation_due(config, {"train_step": 250_000}, 0.0)  # scored already
+    assert not final_evaluation_due(config, {"train_step": 245_000}, 0.0)  # too close: the evaluator skips it
+    assert final_evaluation_due(config, None, 0.0)  # no evaluation yet: the evaluator takes the newest weights
+    assert not final_evaluation_due(config, {"train_step": 240_000}, FINAL_EVALUATION_WAIT_S)  # bounded
 
 
 def test_with_re_checks_a_solve_needs_the_fresh_episodes_to_reach_the_target_too():
