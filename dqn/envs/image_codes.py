@@ -21,7 +21,7 @@ from dqn.envs.spaces import is_image
 log = logging.getLogger(__name__)
 
 #: Integer image values below this can be category codes; a code image gets this many one-hot channels per channel.
-CODE_DEPTH = 32
+CODE_DEPTH = 16
 
 
 def is_integer_image(spec) -> bool:

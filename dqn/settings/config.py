@@ -78,8 +78,8 @@ class CommonConfig:
                                        "bound is below 1 divided by it; bounds = every bounded feature; none = raw",
                                        choices=("narrow", "bounds", "none"))
     image_encoding: str = setting("auto", "integer image parts: scaled = divided by their bound; one-hot = values "
-                                  "are category codes 0-31, one-hot per cell and channel; auto = one-hot where "
-                                  "random play shows only values below 32", choices=("auto", "scaled", "one-hot"))
+                                  "are category codes 0-15, one-hot per cell and channel; auto = one-hot where "
+                                  "random play shows only values below 16", choices=("auto", "scaled", "one-hot"))
     learning_rate: float = setting(1e-3, "Adam learning rate", gt=0, le=1)
     gamma: float = setting(0.99, "discount factor per agent step", ge=0, le=1)
     td_loss: str = setting("huber", "TD error loss: huber or mse (squared error)", choices=("huber", "mse"))
