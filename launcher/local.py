@@ -299,9 +299,9 @@ def run(config: LocalConfig) -> int:
             if learner_done is None:
                 learner_done = time.monotonic()
                 if final_evaluation_due(config, latest, 0.0):
-                    print(f"{chr(10) if interactive else ''}dqn-service local: the learner reached max_train_steps; "
-                          f"waiting up to {FINAL_EVALUATION_WAIT_S:.0f} s for the evaluation of its last weights",
-                          flush=True)
+                    fresh_line = "\n" if interactive else ""  # below the live progress line
+                    print(f"{fresh_line}dqn-service local: the learner reached max_train_steps; waiting up to "
+                          f"{FINAL_EVALUATION_WAIT_S:.0f} s for the evaluation of its last weights", flush=True)
             if not final_evaluation_due(config, latest, time.monotonic() - learner_done):
                 reason = "max_train_steps reached"
                 break
