@@ -161,7 +161,7 @@ class Learner:
         """Restores the last good checkpoint (a fresh Q-network where there is none) and says so in one line."""
         restored = self.checkpoints.restore_latest()
         if restored is None or not self.finite_variables.all_finite():
-            reinitialize_q_networks(self.bundle, self.config)
+            reinitialize_q_networks(self.bundle)
             for variable in self.optimizer.variables:  # its moments may be non-finite too
                 variable.assign(tf.zeros_like(variable))
             restored = "a fresh Q-network (no good checkpoint)"
@@ -176,7 +176,7 @@ class Learner:
 
         The request and the new exploration start are checkpointed with the agent; the caller publishes.
         """
-        reinitialize_q_networks(self.bundle, self.config)
+        reinitialize_q_networks(self.bundle)
         replay = "replay emptied" if self.empty_replay() else "replay kept (not emptied)"
         self.exploration_start.assign(step)
         self.reset_request_step.assign(requested)

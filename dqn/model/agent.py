@@ -20,7 +20,10 @@ from dqn.settings.config import CommonConfig
 
 @dataclasses.dataclass
 class AgentBundle:
-    """An agent plus the specs the roles need; `epsilon` is the collect policy's live epsilon."""
+    """An agent plus the specs the roles need; `epsilon` is the collect policy's live epsilon.
+
+    `config` is the one it was built from, settings decided from the env included (`DqnBuilder`).
+    """
 
     agent: dqn_agent.DqnAgent
     time_step_spec: ts.TimeStep
@@ -28,6 +31,7 @@ class AgentBundle:
     train_step: tf.Variable
     epsilon: tf.Variable
     q_network: object
+    config: CommonConfig
 
     @property
     def policy_variables(self) -> list[tf.Variable]:
@@ -35,13 +39,13 @@ class AgentBundle:
         return list(self.agent.policy.variables())
 
 
-def reinitialize_q_networks(bundle: AgentBundle, config: CommonConfig) -> None:
+def reinitialize_q_networks(bundle: AgentBundle) -> None:
     """Fresh initial weights for the agent's Q-network, and the target network set to the same weights.
 
-    A freshly built network of the same config supplies them (its layers' own initializers), so every layer
+    A freshly built network of the bundle's config supplies them (its layers' own initializers), so every layer
     kind starts as a new run would. The optimizer's moments are kept: they rescale steps, they hold no policy.
     """
-    fresh = make_q_network(config, bundle.time_step_spec.observation, bundle.action_spec)
+    fresh = make_q_network(bundle.config, bundle.time_step_spec.observation, bundle.action_spec)
     fresh.create_variables()
     for network in (bundle.agent._q_network, bundle.agent._target_q_network):  # noqa: SLF001 - no public setter
         for target, source in zip(network.variables, fresh.variables, strict=True):
@@ -73,4 +77,4 @@ def build_agent(config: CommonConfig, observation_array_spec, action_array_spec)
         train_step_counter=train_step,
     )
     agent.initialize()
-    return AgentBundle(agent, time_step_spec, action_spec, train_step, epsilon, network)
+    return AgentBundle(agent, time_step_spec, action_spec, train_step, epsilon, network, config)

@@ -60,8 +60,10 @@ def test_non_finite_observations_and_rewards_are_env_faults(tmp_path, name):
     assert ROLES_EXIT_0 in output, output
     actor_log = (tmp_path / "run" / "logs" / "actor-0.log").read_text()
     assert "non-finite" in actor_log and "Traceback" not in actor_log
+    # The run stopped only once the evaluator had scored the last weights, or weights too close to them (less than
+    # eval_interval, 100) to be evaluated again.
     evaluations = (tmp_path / "run" / "evaluator" / "evals.jsonl").read_text().splitlines()
-    assert max(json.loads(line)["train_step"] for line in evaluations if line.strip()) >= 2000  # the last weights
+    assert max(json.loads(line)["train_step"] for line in evaluations if line.strip()) > 2000 - 100
 
 
 def test_a_step_that_never_returns_does_not_stall_the_actors(tmp_path):

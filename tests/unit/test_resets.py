@@ -101,7 +101,7 @@ def test_reinitialize_gives_fresh_weights_to_the_q_network_and_its_target():
     online, target = bundle.agent._q_network.variables, bundle.agent._target_q_network.variables
     for variable in online + target:
         variable.assign(np.full(variable.shape, 7.0, np.float32))
-    reinitialize_q_networks(bundle, CommonConfig(env_id="CartPole-v1"))
+    reinitialize_q_networks(bundle)
     kernels = [v.numpy() for v in online if "kernel" in v.name]
     assert kernels and all(np.std(k) > 0 and not np.any(k == 7.0) for k in kernels)
     for a, b in zip(online, target, strict=True):
