@@ -63,7 +63,8 @@ BREAKOUT_SMALL = {
     "atari_clip_rewards": True,
     "epsilon_decay_steps": 25_000,          # CleanRL dqn_atari: epsilon over 10% of 1M agent steps = 25,000 SGD steps
     "target_update_period": 1_000,          # CleanRL dqn_atari: target network copied every 1,000 SGD steps
-    "max_train_steps": 250_000,             # CleanRL dqn_atari's 1M agent steps at one SGD step per 4
+    # The book's 625,000 (inherited): CleanRL reports its scores at 1M agent steps (250,000 SGD steps), which 2 cores
+    # reach before 80 minutes; a run bounded by --max-wall-time-s keeps training on what remains of it.
     # On 2 cores the evaluator took a fifth of a core at 2,500 (docs/performance.md "Breakout (Atari)"); every
     # 10,000 SGD steps (about 5 minutes there) gives that CPU to the learner and still draws a curve.
     "eval_interval": 10_000,
