@@ -7,6 +7,7 @@ and the env's spec alone.
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import tensorflow as tf
 from tf_agents.agents.dqn import dqn_agent
@@ -39,6 +40,45 @@ class AgentBundle:
         return list(self.agent.policy.variables())
 
 
+class _AdvantageLearning:
+    """Advantage learning (Bellemare et al. 2016, "Increasing the action gap") on a TF-Agents DQN agent.
+
+    The TD target of (s, a) is lowered by alpha x (max_b Q(s,b) - Q(s,a)), both from the target network. Every
+    optimal action keeps its value and every other one sinks by up to alpha / (1 - alpha) times its gap, so an
+    action that wastes a step (a no-op, worth gamma x V(s)) falls (1 - gamma) / (1 - alpha) x V(s) short of the
+    best one instead of (1 - gamma) x V(s): at gamma 0.99 a gap the Q-network's own error no longer hides.
+    The loss takes predictions minus targets, so the correction is added to the predicted Q(s, a) as a constant.
+    """
+
+    def __init__(self, *args, action_gap_alpha: float, **kwargs):
+        self._action_gap_alpha = action_gap_alpha
+        super().__init__(*args, **kwargs)
+
+    def _compute_q_values(self, time_steps, actions, training=False):
+        q_values = super()._compute_q_values(time_steps, actions, training=training)
+        target_q_values, _ = self._target_q_network(time_steps.observation, step_type=time_steps.step_type,
+                                                    training=False)
+        taken = common.index_with_actions(target_q_values, tf.cast(actions, tf.int32))
+        gap = tf.cast(tf.reduce_max(target_q_values, axis=-1) - taken, q_values.dtype)
+        return q_values + self._action_gap_alpha * tf.stop_gradient(gap)
+
+
+class AdvantageLearningDqnAgent(_AdvantageLearning, dqn_agent.DqnAgent):
+    """`DqnAgent` with advantage-learning targets (`action_gap_alpha`)."""
+
+
+class AdvantageLearningDdqnAgent(_AdvantageLearning, dqn_agent.DdqnAgent):
+    """`DdqnAgent` (double DQN) with advantage-learning targets (`action_gap_alpha`)."""
+
+
+def agent_class(config: CommonConfig):
+    """The TF-Agents agent class of the settings (plain or double DQN, advantage learning where alpha > 0)."""
+    if config.action_gap_alpha > 0:
+        chosen = AdvantageLearningDdqnAgent if config.double_dqn else AdvantageLearningDqnAgent
+        return functools.partial(chosen, action_gap_alpha=config.action_gap_alpha)
+    return dqn_agent.DdqnAgent if config.double_dqn else dqn_agent.DqnAgent
+
+
 def reinitialize_q_networks(bundle: AgentBundle) -> None:
     """Fresh initial weights for the agent's Q-network, and the target network set to the same weights.
 
@@ -61,8 +101,7 @@ def build_agent(config: CommonConfig, observation_array_spec, action_array_spec)
     train_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="train_step")
     epsilon = tf.Variable(config.epsilon_start, dtype=tf.float32, trainable=False, name="epsilon")
     loss = common.element_wise_huber_loss if config.td_loss == "huber" else common.element_wise_squared_loss
-    agent_class = dqn_agent.DdqnAgent if config.double_dqn else dqn_agent.DqnAgent
-    agent = agent_class(
+    agent = agent_class(config)(
         time_step_spec,
         action_spec,
         q_network=network,

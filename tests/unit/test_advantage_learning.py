@@ -1,0 +1,72 @@
+"""action_gap_alpha: advantage-learning TD errors on the real agent, checked against the formula by hand."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from tf_agents.agents.dqn import dqn_agent
+from tf_agents.specs import tensor_spec
+
+from dqn.builder import DqnBuilder
+from dqn.model.agent import AdvantageLearningDdqnAgent, AdvantageLearningDqnAgent
+from dqn.settings.config import LearnerConfig
+
+GAMMA = 0.99
+
+
+def agent_of(alpha: float, double_dqn: bool = False):
+    config = LearnerConfig(env_id="CartPole-v1", action_gap_alpha=alpha, double_dqn=double_dqn, gamma=GAMMA,
+                           batch_size=8)
+    return DqnBuilder(config).agent.agent
+
+
+def transitions(agent, batch: int = 8):
+    experience = tensor_spec.sample_spec_nest(agent.training_data_spec, outer_dims=(batch, 2), seed=3)
+    # CartPole's Box is unbounded in two features: observations of order 1, mid-episode steps with discount 1
+    observation = tf.random.stateless_uniform(experience.observation.shape, seed=(4, 5), minval=-1, maxval=1)
+    return experience._replace(observation=observation, step_type=tf.ones_like(experience.step_type),
+                               next_step_type=tf.ones_like(experience.next_step_type),
+                               discount=tf.ones_like(experience.discount))
+
+
+def perturb_target_network(agent) -> None:
+    """Target weights unlike the online ones, so a mix-up of the two networks shows in the TD errors."""
+    for variable in agent._target_q_network.variables:
+        variable.assign(variable + tf.random.stateless_normal(variable.shape, seed=(1, 2), stddev=0.3))
+
+
+@pytest.mark.parametrize("alpha", [0.5, 0.9])
+def test_the_td_error_is_the_dqn_one_lowered_by_alpha_times_the_target_networks_action_gap(alpha):
+    agent = agent_of(alpha)
+    perturb_target_network(agent)
+    experience = transitions(agent)
+    td_error = agent._loss(experience, td_errors_loss_fn=agent._td_errors_loss_fn, gamma=GAMMA).extra.td_error
+
+    observation, next_observation = experience.observation[:, 0], experience.observation[:, 1]
+    actions = tf.cast(experience.action[:, 0], tf.int32)
+    online_now = agent._q_network(observation)[0].numpy()
+    target_now = agent._target_q_network(observation)[0].numpy()
+    target_next = agent._target_q_network(next_observation)[0].numpy()
+    rows = np.arange(len(actions))
+    rewards = experience.reward[:, 0].numpy()
+    gap = target_now.max(axis=1) - target_now[rows, actions]
+    expected = rewards + GAMMA * target_next.max(axis=1) - alpha * gap - online_now[rows, actions]
+    assert gap.max() > 0.05  # the correction is exercised, not zero
+    np.testing.assert_allclose(td_error.numpy(), expected, rtol=1e-4, atol=1e-4)
+
+
+def test_the_agent_class_follows_alpha_and_double_dqn():
+    assert type(agent_of(0.0)) is dqn_agent.DqnAgent
+    assert type(agent_of(0.0, double_dqn=True)) is dqn_agent.DdqnAgent
+    assert type(agent_of(0.9)) is AdvantageLearningDqnAgent
+    assert type(agent_of(0.9, double_dqn=True)) is AdvantageLearningDdqnAgent
+
+
+@pytest.mark.parametrize("extra, steps", [({"n_step_update": 3}, 4),
+                                          ({"lstm_size": (8,), "train_sequence_length": 4}, 4)])
+def test_advantage_learning_trains_with_n_step_returns_and_a_recurrent_q_network(extra, steps):
+    config = LearnerConfig(env_id="CartPole-v1", action_gap_alpha=0.9, batch_size=8, **extra)
+    agent = DqnBuilder(config).agent.agent
+    experience = tensor_spec.sample_spec_nest(agent.training_data_spec, outer_dims=(8, steps), seed=3)
+    observation = tf.random.stateless_uniform(experience.observation.shape, seed=(4, 5), minval=-1, maxval=1)
+    experience = experience._replace(observation=observation, reward=tf.ones_like(experience.reward))
+    assert np.isfinite(float(agent.train(experience).loss))
