@@ -32,6 +32,7 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
+from bench.common import cpu_name  # noqa: E402
 from bench.peer_suite import read_jsonl  # noqa: E402
 from bench.role_cpu import progress  # noqa: E402
 
@@ -141,9 +142,10 @@ def print_table(rows: list[dict]) -> None:
     """
     rate_header = f"SGD steps/s, min {RATE_WINDOW_MIN[0]}–{RATE_WINDOW_MIN[1]}"
     print("| side | seed | " + " | ".join(f"best @ {m} min" for m in CHECKPOINTS_MIN)
-          + f" | {rate_header} | vs SB3 | agent steps | SGD steps |\n|" + "---|" * (len(CHECKPOINTS_MIN) + 6))
+          + f" | {rate_header} | vs SB3 | agent steps | SGD steps | CPU |\n|" + "---|" * (len(CHECKPOINTS_MIN) + 7))
     peer_runs = {row["seed"]: row["evaluations"] for row in rows if row["side"] == "sb3"}
-    shortened = False
+    peer_cpus = {row["seed"]: row.get("cpu") for row in rows if row["side"] == "sb3"}
+    shortened = other_cpu = False
     for row in sorted(rows, key=lambda r: (r["side"], r.get("variant", ""), r["seed"])):
         cells = [best_by(row["evaluations"], m) if m * 60 <= row["budget_s"] else None for m in CHECKPOINTS_MIN]
         side = row["side"] + (f" ({row['variant']})" if row.get("variant") else "")
@@ -153,12 +155,17 @@ def print_table(rows: list[dict]) -> None:
         # The peer over the same minutes as this row: SB3's rate drifts over a run.
         peer = sgd_rate(peer_runs[row["seed"]], window) if row["seed"] in peer_runs else None
         ratio = f"{rate / peer:.2f}×" if rate and peer and row["side"] != "sb3" else "-"
+        if ratio != "-" and row.get("cpu") != peer_cpus.get(row["seed"]):
+            ratio += " †"
+            other_cpu = True
         short = window[1] < RATE_WINDOW_MIN[1]  # trained out before the window's end
         rate_cell = "-" if rate is None else f"{rate:.1f}" + (" *" if short else "")
         shortened |= rate is not None and short
         print(f"| {side} | {row['seed']} | " + " | ".join("-" if c is None else f"{c:.1f}" for c in cells)
               + f" | {rate_cell} | {ratio} | {row['agent_steps']:,} | "
-              f"{row['train_steps']:,} |", flush=True)
+              f"{row['train_steps']:,} | {row.get('cpu', 'unknown')} |", flush=True)
+    if other_cpu:
+        print("† SB3's row of that seed ran on another CPU: a ratio across machines, not one of the same box")
     if shortened:
         print(f"* stopped before minute {RATE_WINDOW_MIN[1]} (max_train_steps reached): the rate runs from minute "
               f"{RATE_WINDOW_MIN[0]} to its last evaluation")
@@ -242,6 +249,7 @@ def main() -> None:
                        else run_sb3(seed, args.minutes * 60, args.peer_python))
                 if side == "ours" and args.variant:
                     row["variant"] = args.variant
+                row["cpu"] = cpu_name()
                 print(side, seed, json.dumps({k: v for k, v in row.items() if k != "evaluations"}), flush=True)
                 # a row replaces only the row of the same side, seed and variant (None: the preset as shipped)
                 key = (side, seed, row.get("variant"))

@@ -102,3 +102,14 @@ def save_env_png(figure, directory: str, env_id: str) -> str:
     figure.savefig(path, dpi=100)
     plt.close(figure)
     return path
+
+
+def cpu_name() -> str:
+    """This machine's CPU model and core count (`model name` of /proc/cpuinfo), so rows say what measured them."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            models = [line.split(":", 1)[1].strip() for line in handle if line.startswith("model name")]
+    except OSError:
+        models = []
+    return f"{models[0] if models else 'unknown CPU'}, {os.cpu_count()} cores"
+
