@@ -43,6 +43,7 @@ MIN_RATE_WINDOW_MIN = 30
 COLORS = {"ours": "tab:blue", "sb3": "tab:orange"}
 #: Variant rows' colours, in the order of their sorted names.
 VARIANT_COLORS = ("tab:green", "tab:gray", "tab:purple", "tab:brown")
+LINE_STYLES = ("-", "--", ":", "-.")
 LABELS = {"ours": "dqn-service --preset {preset} @{commit}", "sb3": "SB3 DQN, rl-baselines3-zoo atari"}
 
 
@@ -112,6 +113,11 @@ def run_sb3(seed: int, budget_s: float, python: str) -> dict:
     return row
 
 
+def row_key(row: dict) -> tuple:
+    """Rows of one side, seed, variant and CPU replace each other; others are kept beside them."""
+    return row["side"], row["seed"], row.get("variant"), row.get("cpu")
+
+
 def best_by(evaluations: list[dict], minutes: float) -> float | None:
     """The best counted return of trained weights within `minutes` of launch; None before the first."""
     values = [e["return"] for e in evaluations if e["minutes"] <= minutes and e["train_step"] > 0]
@@ -143,8 +149,10 @@ def print_table(rows: list[dict]) -> None:
     rate_header = f"SGD steps/s, min {RATE_WINDOW_MIN[0]}–{RATE_WINDOW_MIN[1]}"
     print("| side | seed | " + " | ".join(f"best @ {m} min" for m in CHECKPOINTS_MIN)
           + f" | {rate_header} | vs SB3 | agent steps | SGD steps | CPU |\n|" + "---|" * (len(CHECKPOINTS_MIN) + 7))
-    peer_runs = {row["seed"]: row["evaluations"] for row in rows if row["side"] == "sb3"}
-    peer_cpus = {row["seed"]: row.get("cpu") for row in rows if row["side"] == "sb3"}
+    # the peer of a seed: its row on the same CPU where there is one
+    peers = sorted((row for row in rows if row["side"] == "sb3"), key=lambda r: r.get("cpu") is not None)
+    peer_rows = {row["seed"]: row for row in peers}
+    peer_rows.update({(row["seed"], row.get("cpu")): row for row in peers})
     shortened = other_cpu = False
     for row in sorted(rows, key=lambda r: (r["side"], r.get("variant", ""), r["seed"])):
         cells = [best_by(row["evaluations"], m) if m * 60 <= row["budget_s"] else None for m in CHECKPOINTS_MIN]
@@ -152,10 +160,11 @@ def print_table(rows: list[dict]) -> None:
         last = row["evaluations"][-1]["minutes"] if row["evaluations"] else 0.0
         window = (RATE_WINDOW_MIN[0], min(RATE_WINDOW_MIN[1], last))
         rate = sgd_rate(row["evaluations"], window)
+        peer_row = peer_rows.get((row["seed"], row.get("cpu")), peer_rows.get(row["seed"]))
         # The peer over the same minutes as this row: SB3's rate drifts over a run.
-        peer = sgd_rate(peer_runs[row["seed"]], window) if row["seed"] in peer_runs else None
+        peer = sgd_rate(peer_row["evaluations"], window) if peer_row else None
         ratio = f"{rate / peer:.2f}×" if rate and peer and row["side"] != "sb3" else "-"
-        if ratio != "-" and row.get("cpu") != peer_cpus.get(row["seed"]):
+        if ratio != "-" and row.get("cpu") != peer_row.get("cpu"):
             ratio += " †"
             other_cpu = True
         short = window[1] < RATE_WINDOW_MIN[1]  # trained out before the window's end
@@ -179,6 +188,7 @@ def plot(rows: list[dict], directory: str) -> list[str]:
     import matplotlib.pyplot as plt
 
     variants = sorted({row["variant"] for row in rows if row.get("variant")})
+    cpus = list(dict.fromkeys(row.get("cpu") for row in rows))
     variant_colors = {name: VARIANT_COLORS[i % len(VARIANT_COLORS)] for i, name in enumerate(variants)}
     paths = []
     for x_key, x_label, name in (("minutes", "minutes since launch", "breakout-wall-clock.png"),
@@ -198,8 +208,10 @@ def plot(rows: list[dict], directory: str) -> list[str]:
             end = row["budget_s"] / 60 if x_key == "minutes" else row["agent_steps"] * scale
             xs, scores, bests = zip(*points, strict=True)
             label = (LABELS[side].format(preset=row.get("preset"), commit=row.get("commit", "?"))
-                     + (f" {row['variant']}" if row.get("variant") else "") + f", seed {row['seed']}")
-            style = "-" if row["seed"] % 2 else "--"
+                     + (f" {row['variant']}" if row.get("variant") else "") + f", seed {row['seed']}"
+                     + (f" [{row['cpu'].split(',')[0]}]" if row.get("cpu") else ""))
+            # solid/dashed by seed; dotted/dash-dot for rows of a CPU other than the first rows'
+            style = LINE_STYLES[(1 - row["seed"] % 2) + 2 * min(cpus.index(row.get("cpu")), 1)]
             axes.step([*xs, end], [*bests, bests[-1]], where="post", color=color, linestyle=style,
                       linewidth=1.3, label=label)
             axes.plot(xs, scores, linestyle="none", marker=".", color=color, alpha=0.45)
@@ -251,9 +263,8 @@ def main() -> None:
                     row["variant"] = args.variant
                 row["cpu"] = cpu_name()
                 print(side, seed, json.dumps({k: v for k, v in row.items() if k != "evaluations"}), flush=True)
-                # a row replaces only the row of the same side, seed and variant (None: the preset as shipped)
-                key = (side, seed, row.get("variant"))
-                rows = [r for r in rows if (r["side"], r["seed"], r.get("variant")) != key] + [row]
+                # a row replaces only the row of the same side, seed, variant (None: the preset as shipped) and CPU
+                rows = [r for r in rows if row_key(r) != row_key(row)] + [row]
                 os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
                 with open(args.json, "w", encoding="utf-8") as handle:  # after every run: a cut bench keeps rows
                     json.dump({"rows": rows}, handle, indent=1)
