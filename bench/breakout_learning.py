@@ -149,10 +149,7 @@ def print_table(rows: list[dict]) -> None:
     rate_header = f"SGD steps/s, min {RATE_WINDOW_MIN[0]}–{RATE_WINDOW_MIN[1]}"
     print("| side | seed | " + " | ".join(f"best @ {m} min" for m in CHECKPOINTS_MIN)
           + f" | {rate_header} | vs SB3 | agent steps | SGD steps | CPU |\n|" + "---|" * (len(CHECKPOINTS_MIN) + 7))
-    # the peer of a seed: its row on the same CPU where there is one
-    peers = sorted((row for row in rows if row["side"] == "sb3"), key=lambda r: r.get("cpu") is not None)
-    peer_rows = {row["seed"]: row for row in peers}
-    peer_rows.update({(row["seed"], row.get("cpu")): row for row in peers})
+    peer_rows = {(row["seed"], row.get("cpu")): row for row in rows if row["side"] == "sb3"}
     shortened = other_cpu = False
     for row in sorted(rows, key=lambda r: (r["side"], r.get("variant", ""), r["seed"])):
         cells = [best_by(row["evaluations"], m) if m * 60 <= row["budget_s"] else None for m in CHECKPOINTS_MIN]
@@ -160,7 +157,9 @@ def print_table(rows: list[dict]) -> None:
         last = row["evaluations"][-1]["minutes"] if row["evaluations"] else 0.0
         window = (RATE_WINDOW_MIN[0], min(RATE_WINDOW_MIN[1], last))
         rate = sgd_rate(row["evaluations"], window)
-        peer_row = peer_rows.get((row["seed"], row.get("cpu")), peer_rows.get(row["seed"]))
+        # the peer of this seed on the same CPU, else on any
+        peer_row = peer_rows.get((row["seed"], row.get("cpu"))) or next(
+            (peer for (seed, _), peer in peer_rows.items() if seed == row["seed"]), None)
         # The peer over the same minutes as this row: SB3's rate drifts over a run.
         peer = sgd_rate(peer_row["evaluations"], window) if peer_row else None
         ratio = f"{rate / peer:.2f}×" if rate and peer and row["side"] != "sb3" else "-"
