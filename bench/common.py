@@ -112,4 +112,3 @@ def cpu_name() -> str:
     except OSError:
         models = []
     return f"{models[0] if models else 'unknown CPU'}, {os.cpu_count()} cores"
-

@@ -19,8 +19,8 @@ def agent_of(alpha: float, double_dqn: bool = False):
     return DqnBuilder(config).agent.agent
 
 
-def transitions(agent, batch: int = 8):
-    experience = tensor_spec.sample_spec_nest(agent.training_data_spec, outer_dims=(batch, 2), seed=3)
+def transitions(agent, steps: int = 2):
+    experience = tensor_spec.sample_spec_nest(agent.training_data_spec, outer_dims=(8, steps), seed=3)
     # CartPole's Box is unbounded in two features: observations of order 1, mid-episode steps with discount 1
     observation = tf.random.stateless_uniform(experience.observation.shape, seed=(4, 5), minval=-1, maxval=1)
     return experience._replace(observation=observation, step_type=tf.ones_like(experience.step_type),
@@ -66,7 +66,6 @@ def test_the_agent_class_follows_alpha_and_double_dqn():
 def test_advantage_learning_trains_with_n_step_returns_and_a_recurrent_q_network(extra, steps):
     config = LearnerConfig(env_id="CartPole-v1", action_gap_alpha=0.9, batch_size=8, **extra)
     agent = DqnBuilder(config).agent.agent
-    experience = tensor_spec.sample_spec_nest(agent.training_data_spec, outer_dims=(8, steps), seed=3)
-    observation = tf.random.stateless_uniform(experience.observation.shape, seed=(4, 5), minval=-1, maxval=1)
-    experience = experience._replace(observation=observation, reward=tf.ones_like(experience.reward))
+    experience = transitions(agent, steps)
+    experience = experience._replace(reward=tf.ones_like(experience.reward))
     assert np.isfinite(float(agent.train(experience).loss))
