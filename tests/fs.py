@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import subprocess
 from collections.abc import Iterator
@@ -26,6 +27,12 @@ def fill(path: Path, leave_bytes: int = 0) -> Path:
     """Fills the filesystem of `path` with one file, leaving about `leave_bytes` free; returns the file."""
     filler = path / "filler"
     free = os.statvfs(path).f_bavail * os.statvfs(path).f_frsize
-    with open(filler, "ab") as handle:
-        handle.write(b"\0" * max(0, free - leave_bytes))
+    # The process under test keeps writing while we fill, so the space can run out before `free` bytes are
+    # written: a full disk is the outcome we want, not an error.
+    try:
+        with open(filler, "ab") as handle:
+            handle.write(b"\0" * max(0, free - leave_bytes))
+    except OSError as error:
+        if error.errno != errno.ENOSPC or leave_bytes:
+            raise
     return filler
