@@ -10,6 +10,7 @@ For each num_envs, side by side in one run against one real replay server (no le
            on one GymnasiumEnvironment: items landing in the table per second
 
 Run: python bench/actor_throughput.py [--seconds 5] [--num-envs 16,32,64,128] [--envs-per-item 16]
+     [--observation-history N]
 """
 
 from __future__ import annotations
@@ -119,6 +120,8 @@ def main() -> None:
     parser.add_argument("--td-error-priorities", action="store_true",
                         help="prioritized replay with the actor's own TD errors as initial priorities (the cost of "
                              "Ape-X's actor-side priorities)")
+    parser.add_argument("--observation-history", type=int, default=1,
+                        help="the service's --observation-history: the cost of stacking observations")
     args = parser.parse_args()
 
     import reverb
@@ -137,12 +140,14 @@ def main() -> None:
     counts = [int(n) for n in args.num_envs.split(",")]
     variant = ("--prioritized-replay", "true", "--initial-priority", "td_error") if args.td_error_priorities else ()
     layout = ("--envs-per-item", str(args.envs_per_item), "--replay-min-size", str(args.envs_per_item))
-    with replay_server("--replay-max-size", "1000000", *layout, *variant) as (address, _):
+    history = ("--observation-history", str(args.observation_history))
+    with replay_server("--replay-max-size", "1000000", *layout, *variant, *history) as (address, _):
         client = reverb.Client(address)
         base = ActorConfig(root_dir=root, replay_address=address, warmup_steps=0, summary_interval_s=5.0,
                            prioritized_replay=args.td_error_priorities, envs_per_item=args.envs_per_item,
                            replay_min_size=args.envs_per_item,
-                           initial_priority="td_error" if args.td_error_priorities else "max")
+                           initial_priority="td_error" if args.td_error_priorities else "max",
+                           observation_history=args.observation_history)
         bundle = DqnBuilder(base).agent
         publish_weights(client, [v.numpy() for v in bundle.policy_variables], train_step=0)
         stock_env = GymnasiumEnvironment(base.env_id, seed=0)

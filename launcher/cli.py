@@ -45,7 +45,8 @@ def _parser() -> argparse.ArgumentParser:
     check = commands.add_parser("policy-check", help="replay an exported policy on new episodes; print its returns "
                                 "as one JSON line")
     check.add_argument("policy_dir", help="a SavedModel policy, e.g. runs/cartpole/evaluator/best_policy")
-    check.add_argument("--env-id", default="CartPole-v1", help="gymnasium env id the policy was trained on")
+    check.add_argument("--env-id", default=None, help="gymnasium env id the policy was trained on; default: the "
+                       "run's, from the config.json beside the policy (whose env settings are always used)")
     check.add_argument("--episodes", type=int, default=50, help="episodes to play, one env each")
     check.add_argument("--seed", type=int, default=12_345, help="env i starts from seed + i (keep it apart from the "
                        "run's evaluation seeds)")

@@ -37,6 +37,7 @@ class EnvOptions:
     atari_clip_rewards: bool = False
     atari_frame_stack: int = 4
     atari_repeat_action_probability: float = 0.25
+    observation_history: int = 1
 
     @classmethod
     def from_config(cls, config: Any) -> EnvOptions:
@@ -63,10 +64,26 @@ def env_wrappers(env_id: str, options: EnvOptions) -> list[Callable[[gym.Env], g
     wrappers: list[Callable[[gym.Env], gym.Env]] = []
     if is_atari(env_id):
         wrappers += atari_wrappers(options)
+    if options.observation_history > 1:
+        wrappers.append(functools.partial(stack_vector_observations, steps=options.observation_history))
     if options.max_episode_steps:
         # Outermost, so the limit counts agent steps (an inner TimeLimit on Atari would count raw frames).
         wrappers.append(lambda env: gym.wrappers.TimeLimit(env, options.max_episode_steps))
     return wrappers
+
+
+def stack_vector_observations(env: gym.Env, steps: int) -> gym.Env:
+    """`env` observing its last `steps` vector observations as one vector, oldest first (the first repeated at reset).
+
+    A short memory without a recurrent network: differences of positions give velocities in a partially observed
+    env. Only rank-1 `Box` observations: stacking images or nests is the Atari frame stack's or an LSTM's job.
+    """
+    space = env.observation_space
+    if not (isinstance(space, gym.spaces.Box) and len(space.shape) == 1):
+        env.close()
+        raise EnvError(f"--observation-history {steps} stacks vector observations, but this env observes {space}: "
+                       "set --observation-history 1 (use --lstm-size for a memory of other observations)")
+    return gym.wrappers.FlattenObservation(gym.wrappers.FrameStackObservation(env, steps))
 
 
 def make_gym_env(env_id: str, options: EnvOptions | None = None, **kwargs: Any) -> gym.Env:
@@ -76,8 +93,11 @@ def make_gym_env(env_id: str, options: EnvOptions | None = None, **kwargs: Any) 
         env = gym.make(env_id, **gym_make_kwargs(env_id, options, kwargs))
     except gym.error.Error as error:
         raise EnvError(f"unknown gymnasium env id {env_id!r}: {error}") from None
-    for wrapper in env_wrappers(env_id, options):
-        env = wrapper(env)
+    try:
+        for wrapper in env_wrappers(env_id, options):
+            env = wrapper(env)
+    except EnvError as error:
+        raise EnvError(f"env {env_id!r}: {error}") from None
     try:
         check_spaces(env_id, env.observation_space, env.action_space)
     except EnvError:

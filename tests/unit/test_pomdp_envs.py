@@ -2,9 +2,14 @@
 
 import gymnasium as gym
 import numpy as np
+import pytest
 
-from dqn.envs.making import EnvOptions, env_specs
+import tests.user_envs  # noqa: F401  (registers the image env)
+from dqn.builder import DqnBuilder
+from dqn.envs.making import EnvOptions, env_specs, make_gym_env
+from dqn.envs.spaces import EnvError
 from dqn.envs.vector_env import GymnasiumVectorEnvironment
+from dqn.settings.config import CommonConfig
 
 ENV_ID = "bench.pomdp_envs:CartPoleNoVelocity-v0"
 
@@ -33,3 +38,28 @@ def test_the_service_makes_it_from_its_module_id():
         assert envs.reset().observation.shape == (2, 2)
     finally:
         envs.close()
+
+
+def test_observation_history_concatenates_the_last_observations_oldest_first():
+    options = EnvOptions(observation_history=3)
+    observation, _, _ = env_specs(ENV_ID, options)
+    assert observation.shape == (6,)
+    env, plain = make_gym_env(ENV_ID, options), gym.make(ENV_ID)
+    stacked, _ = env.reset(seed=5)
+    seen = [plain.reset(seed=5)[0]] * 3  # the first observation fills the history at reset
+    np.testing.assert_allclose(stacked, np.concatenate(seen))
+    for action in [1, 0, 1, 1]:
+        seen = seen[1:] + [plain.step(action)[0]]
+        np.testing.assert_allclose(env.step(action)[0], np.concatenate(seen))
+    envs = GymnasiumVectorEnvironment(ENV_ID, num_envs=2, seed=0, options=options)
+    try:
+        assert envs.reset().observation.shape == (2, 6)
+    finally:
+        envs.close()
+
+
+def test_observation_history_of_an_image_is_refused_before_any_role_starts():
+    with pytest.raises(EnvError, match=r"BoolGrid-v0.*--observation-history 2 stacks vector observations.*set "
+                                       r"--observation-history 1"):
+        DqnBuilder(CommonConfig(env_id="tests.user_envs:BoolGrid-v0", observation_history=2))
+
