@@ -1,5 +1,6 @@
 """The evaluator keeps the best-scoring weights across restarts and exports exactly those as a SavedModel."""
 
+import dataclasses
 import json
 
 import numpy as np
@@ -7,7 +8,9 @@ import tensorflow as tf
 from tf_agents.trajectories import time_step as ts
 
 from dqn.builder import DqnBuilder
+from dqn.envs.making import EnvOptions
 from dqn.model.flat_weights import FlatWeights
+from dqn.model.policy_export import policy_check, run_env_options
 from dqn.settings.config import EvaluatorConfig
 from evaluator.best import BestPolicy
 
@@ -68,3 +71,17 @@ def test_re_checked_policies_are_ranked_by_their_confirmed_return_and_keep_it_ac
     restarted.export()
     assert json.loads((tmp_path / "best_policy.json").read_text()) == {"train_step": 400, "average_return": 80.0,
                                                                        "confirmed_return": 75.0}
+
+
+def test_policy_check_plays_the_policy_on_envs_made_as_its_run_made_them(tmp_path):
+    config = EvaluatorConfig(env_id="bench.pomdp_envs:CartPoleNoVelocity-v0", observation_history=3,
+                             fc_layer_params=(8,))
+    bundle = DqnBuilder(config).agent
+    best = BestPolicy(str(tmp_path), bundle.agent.policy, FlatWeights(bundle.policy_variables))
+    assert best.offer(100, 50.0, weights_like(bundle, 0.1))
+    best.export()
+    (tmp_path / "config.json").write_text(json.dumps(dataclasses.asdict(config)))
+    assert run_env_options(str(tmp_path / "best_policy")) == (config.env_id, EnvOptions(observation_history=3))
+    # The policy takes 6 features (3 x position and angle); envs made by the id alone give 2 and cannot be played.
+    result = policy_check(str(tmp_path / "best_policy"), None, episodes=3, seed=7)
+    assert result["episodes"] == 3 and np.isfinite(result["mean_return"])
