@@ -90,15 +90,15 @@ def make_dataset(config):
     return builder.make_dataset().map(builder.layout.finish_batch())
 
 
-def save_env_png(figure, directory: str, env_id: str) -> str:
-    """Writes a matplotlib figure as `<directory>/<env name>.png` (a `module:` prefix dropped, "/" as "-"), closes it.
+def save_env_png(figure, directory: str, env_id: str, suffix: str = "") -> str:
+    """Writes a matplotlib figure as `<directory>/<env name><suffix>.png`, closes it, returns the path.
 
-    Returns the path.
+    The env name is the id without its `module:` prefix, "/" written as "-".
     """
     import matplotlib.pyplot as plt
 
     os.makedirs(directory, exist_ok=True)
-    path = os.path.join(directory, env_id.rpartition(":")[2].replace("/", "-") + ".png")
+    path = os.path.join(directory, env_id.rpartition(":")[2].replace("/", "-") + suffix + ".png")
     figure.savefig(path, dpi=100)
     plt.close(figure)
     return path

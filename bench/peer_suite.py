@@ -142,7 +142,9 @@ def plot(rows: list[dict], env_id: str, budget_s: float, directory: str, flags: 
         axes.axvline(seconds, color="grey", linewidth=0.5, linestyle=":")
     axes.legend(loc="lower right")
     figure.tight_layout()
-    return save_env_png(figure, directory, env_id)
+    # Runs with service flags get a picture of their own, e.g. <env>-observation-history-2.png beside the defaults'.
+    suffix = "".join("-" + flag.lstrip("-") for flag in flags or [])
+    return save_env_png(figure, directory, env_id, suffix)
 
 
 def main() -> None:

@@ -93,6 +93,10 @@ def make_gym_env(env_id: str, options: EnvOptions | None = None, **kwargs: Any) 
         env = gym.make(env_id, **gym_make_kwargs(env_id, options, kwargs))
     except gym.error.Error as error:
         raise EnvError(f"unknown gymnasium env id {env_id!r}: {error}") from None
+    except ImportError as error:  # the `module:` of a user's id, or something it imports, is not installed
+        raise EnvError(f"env id {env_id!r}: importing its module failed ({error}); install the package that "
+                       "registers it, or run from the directory that holds the module (or add it to PYTHONPATH)"
+                       ) from None
     try:
         for wrapper in env_wrappers(env_id, options):
             env = wrapper(env)

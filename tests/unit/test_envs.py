@@ -90,6 +90,11 @@ def test_unknown_env_id():
         env_specs("NoSuchEnv-v0")
 
 
+def test_an_env_module_that_cannot_be_imported_is_named():
+    with pytest.raises(EnvError, match=r"env id 'nosuchmodule:Foo-v0': importing its module failed .*nosuchmodule"):
+        env_specs("nosuchmodule:Foo-v0")
+
+
 def test_continuous_action_space_is_refused():
     with pytest.raises(EnvError, match="Discrete action space"):
         env_specs("Pendulum-v1")
