@@ -7,7 +7,6 @@ import json
 import logging
 import os
 import shutil
-import types
 
 import numpy as np
 from tf_agents.policies import policy_saver
@@ -47,8 +46,8 @@ def run_env_options(policy_dir: str) -> tuple[str | None, EnvOptions]:
         return None, EnvOptions()
     with open(path, encoding="utf-8") as handle:
         config = json.load(handle)
-    known = {field.name for field in dataclasses.fields(EnvOptions)}
-    options = EnvOptions.from_config(types.SimpleNamespace(**{k: v for k, v in config.items() if k in known}))
+    known = {field.name for field in dataclasses.fields(EnvOptions)}  # an older run's file may lack newer ones
+    options = EnvOptions(**{name: value for name, value in config.items() if name in known})
     return config.get("env_id"), options.for_evaluation()
 
 
