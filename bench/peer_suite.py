@@ -142,9 +142,12 @@ def plot(rows: list[dict], env_id: str, budget_s: float, directory: str, flags: 
         axes.axvline(seconds, color="grey", linewidth=0.5, linestyle=":")
     axes.legend(loc="lower right")
     figure.tight_layout()
-    # Runs with service flags get a picture of their own, e.g. <env>-observation-history-2.png beside the defaults'.
-    suffix = "".join("-" + flag.lstrip("-") for flag in flags or [])
-    return save_env_png(figure, directory, env_id, suffix)
+    return save_env_png(figure, directory, env_id, flags_suffix(flags))
+
+
+def flags_suffix(flags: list[str] | None) -> str:
+    """The PNG name suffix of a run with service flags (`-observation-history-2`), so it keeps the defaults' picture."""
+    return "".join("-" + flag.lstrip("-") for flag in flags or [])
 
 
 def main() -> None:
