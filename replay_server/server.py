@@ -19,7 +19,7 @@ from dqn.builder import DqnBuilder
 from dqn.errors import BadInput, ServiceError
 from dqn.process.health import start_health
 from dqn.process.progress import write_progress
-from dqn.process.runtime import StopSignal, ensure_port_free, free_space, release_free_heap
+from dqn.process.runtime import StopSignal, ensure_port_free, exit_if_teardown_hangs, free_space, release_free_heap
 from dqn.process.summaries import GraphScalars
 from dqn.remote.replay_client import server_info
 from dqn.replay_layout.items import REPLAY_TABLE, VARIABLES_TABLE
@@ -33,6 +33,8 @@ from replay_server.recovery import (
 from replay_server.tables import table_mismatches
 
 log = logging.getLogger("replay-server")
+#: Seconds the process may spend destroying Reverb and gRPC objects after its final checkpoint before it exits anyway.
+TEARDOWN_GRACE_S = 10.0
 
 
 class RestoreMismatch(BadInput):
@@ -226,11 +228,13 @@ def serve(config: ReplayServerConfig) -> int:
     finally:
         health.stop()
         server.stop()
+    code = 0
     if final is None:
         log.error("stopped without a final checkpoint: items written since %s are lost on restart",
                   scheduler.last_checkpoint or "the previous complete checkpoint")
-        return 1
-    return 0
+        code = 1
+    exit_if_teardown_hangs(code, TEARDOWN_GRACE_S)
+    return code
 
 
 def _summary_writer(directory: str):

@@ -12,6 +12,7 @@ import signal
 import socket
 import sys
 import threading
+import time
 
 from dqn.errors import BadInput
 
@@ -68,6 +69,24 @@ class StopSignal:
     def wait(self, timeout_s: float) -> bool:
         """Sleeps up to `timeout_s`, waking early on a stop signal; True if stopping."""
         return self.event.wait(timeout_s)
+
+
+def exit_if_teardown_hangs(code: int, after_s: float) -> threading.Thread:
+    """Ends the process with `code` unless it has exited `after_s` seconds from now (a daemon watchdog).
+
+    Call it once a role's work is saved: destroying Reverb's server and clients, gRPC channels and TensorFlow
+    objects has hung past a stop (rarely, after everything was written), and a stop must not wait on that.
+    """
+    def watchdog():
+        time.sleep(after_s)
+        logging.getLogger(__name__).warning("teardown still running %.0f s after the work was saved; exiting %d",
+                                            after_s, code)
+        logging.shutdown()
+        os._exit(code)
+
+    thread = threading.Thread(target=watchdog, name="exit-watchdog", daemon=True)
+    thread.start()
+    return thread
 
 
 class PortInUse(BadInput):

@@ -1,5 +1,7 @@
-"""DeadlineCaller: remote calls under a deadline on one reused worker thread."""
+"""Deadlines: DeadlineCaller (remote calls on one reused worker thread) and the watchdog on a role's teardown."""
 
+import subprocess
+import sys
 import threading
 import time
 
@@ -35,3 +37,14 @@ def test_a_stuck_call_times_out_and_blocks_only_until_it_returns():
         except CallTimeout:
             assert time.monotonic() < deadline
             time.sleep(0.05)
+
+
+def test_a_teardown_that_hangs_after_the_work_is_saved_ends_with_the_roles_exit_code():
+    # The process hangs in a lock nobody releases, as a destructor stuck in a gRPC call would.
+    script = ("import threading; from dqn.process.runtime import exit_if_teardown_hangs; "
+              "exit_if_teardown_hangs(3, 0.5); threading.Event().wait()")
+    started = time.monotonic()
+    finished = subprocess.run([sys.executable, "-c", script], timeout=60, capture_output=True, text=True)
+    assert finished.returncode == 3, finished.stderr
+    assert "teardown still running" in finished.stderr
+    assert time.monotonic() - started < 30
