@@ -14,6 +14,7 @@ import logging
 import reverb
 import tensorflow as tf
 
+from dqn.envs.hidden_state import resolve_observation_history
 from dqn.envs.image_codes import resolve_image_encoding
 from dqn.envs.making import EnvOptions, env_specs
 from dqn.envs.random_play import measure_step_seconds
@@ -46,6 +47,7 @@ class DqnBuilder:
     """
 
     def __init__(self, config: CommonConfig):
+        config = resolve_observation_history(config)  # shapes the env's observation: decided before anything
         self.env_options = EnvOptions.from_config(config)
         self.observation_spec, self.action_spec, self.reward_threshold = env_specs(config.env_id, self.env_options)
         check_network_input(config, self.observation_spec)

@@ -38,6 +38,7 @@ import tensorflow as tf
 
 from dqn.builder import DqnBuilder
 from dqn.envs.atari import is_atari
+from dqn.envs.hidden_state import resolve_observation_history
 from dqn.envs.making import EnvOptions, registered_episode_limit
 from dqn.model.flat_weights import FlatWeights
 from dqn.process.health import start_health
@@ -72,7 +73,7 @@ def evaluation_protocol(config: EvaluatorConfig) -> tuple[float, EnvOptions]:
     epsilon = config.eval_epsilon
     if epsilon is None:
         epsilon = ATARI_EVAL_EPSILON if atari else 0.0
-    options = EnvOptions.from_config(config).for_evaluation()
+    options = EnvOptions.from_config(resolve_observation_history(config)).for_evaluation()
     cap = config.eval_max_episode_steps
     if not cap and atari:  # Nature DQN's 5 minutes, or the training cap where that is shorter
         cap = min(filter(None, (ATARI_EVAL_FRAMES // config.atari_frame_skip, options.max_episode_steps)))

@@ -125,11 +125,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             from launcher.forked import start_forkserver
 
             start_forkserver()
+        from dqn.envs.hidden_state import resolve_observation_history
         from dqn.envs.making import EnvOptions, env_specs
         from dqn.model.networks import check_network_input  # imports TensorFlow
         if getattr(config, "actor_id", 0) < 0:  # replicas share one config: give each a stable id of its own
             config = dataclasses.replace(config, actor_id=config.resolved_actor_id())
         # Unknown id, unsupported spaces or a network that does not fit them fail here, before anything starts.
+        config = resolve_observation_history(config)
         observation_spec, _, _ = env_specs(config.env_id, EnvOptions.from_config(config))
         check_network_input(config, observation_spec)
         setup_logging(args.command)

@@ -40,9 +40,16 @@ class EnvOptions:
     observation_history: int = 1
 
     @classmethod
-    def from_config(cls, config: Any) -> EnvOptions:
-        """The options held by a config (its fields of the same names)."""
-        return cls(**{f.name: getattr(config, f.name) for f in dataclasses.fields(cls)})
+    def from_config(cls, config: Any, **overrides: Any) -> EnvOptions:
+        """The options held by a config (its fields of the same names), with `overrides` in their place.
+
+        Settings the env decides at auto must be decided first (`resolve_observation_history`).
+        """
+        options = {f.name: getattr(config, f.name) for f in dataclasses.fields(cls)} | overrides
+        if options["observation_history"] is None:
+            raise ValueError("observation_history auto must be resolved before the env is made "
+                             "(dqn.envs.hidden_state.resolve_observation_history)")
+        return cls(**options)
 
     def for_evaluation(self) -> EnvOptions:
         """These options without the training-only ones: evaluations play whole games and score unclipped."""

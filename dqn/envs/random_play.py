@@ -1,9 +1,10 @@
-"""What a second of random play shows of the user's env before training: its step cost and its image values.
+"""What a second of random play shows of the user's env before training: its step cost, its image values, its dynamics.
 
-Two settings follow from it when left at auto. A slow env (a driving simulator at 20 ms a step) leaves the learner
+Three settings follow from it when left at auto. A slow env (a driving simulator at 20 ms a step) leaves the learner
 idle at the default replay ratio, so `samples_per_insert` rises with the step cost (`auto_samples_per_insert`).
 An integer image whose values stay small although its Box allows 0-255 is a grid of category codes (MiniGrid's
-object, colour and state indices): `image_encoding` one-hot encodes such codes (dqn/model/encoders.py).
+object, colour and state indices): `image_encoding` one-hot encodes such codes (dqn/model/encoders.py). A vector
+observation that misses part of the state (a velocity) gets an `observation_history` (dqn/envs/hidden_state.py).
 
 Random play is seeded (the env's reset and its action space), so every role of a run that plays it sees the same.
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable, Iterator
+from typing import NamedTuple
 
 import numpy as np
 
@@ -20,9 +22,17 @@ from dqn.envs.call_timer import EnvCallTimer
 from dqn.envs.making import EnvOptions, make_gym_env
 
 
+class PlayedStep(NamedTuple):
+    """What one call of random play returned: a reset's observation (no seconds, no action) or a step's."""
+
+    observation: object
+    seconds: float | None
+    action: object | None
+
+
 def random_play(env_id: str, options: EnvOptions, call_limit_s: float, seed: int, budget_s: float,
-                max_steps: int) -> Iterator[tuple[object, float | None]]:
-    """(observation, seconds its `step` took, or None after a reset) for up to `max_steps` steps or `budget_s`.
+                max_steps: int) -> Iterator[PlayedStep]:
+    """Each reset's and step's observation (with the step's seconds and action), for `max_steps` steps or `budget_s`.
 
     Every call into the env runs under `call_limit_s` (EnvCallTimeout past it); the env is closed when the
     iterator is exhausted or closed.
@@ -35,7 +45,7 @@ def random_play(env_id: str, options: EnvOptions, call_limit_s: float, seed: int
         timer.enter("reset")
         observation, _ = env.reset(seed=seed)
         timer.leave()
-        yield observation, None
+        yield PlayedStep(observation, None, None)
         deadline = time.perf_counter() + budget_s
         for _ in range(max_steps):
             if time.perf_counter() >= deadline:
@@ -46,12 +56,12 @@ def random_play(env_id: str, options: EnvOptions, call_limit_s: float, seed: int
             observation, _, terminated, truncated, _ = env.step(action)
             seconds = time.perf_counter() - started
             timer.leave()
-            yield observation, seconds
+            yield PlayedStep(observation, seconds, action)
             if terminated or truncated:
                 timer.enter("reset")
                 observation, _ = env.reset()
                 timer.leave()
-                yield observation, None
+                yield PlayedStep(observation, None, None)
     finally:
         if armed:
             timer.disarm()
@@ -67,7 +77,7 @@ def measure_step_seconds(env_id: str, options: EnvOptions, call_limit_s: float, 
     """
     play = random_play(env_id, options, call_limit_s, seed, budget_s, max_steps)
     try:
-        return statistics.median(seconds for _, seconds in play if seconds is not None)
+        return statistics.median(step.seconds for step in play if step.seconds is not None)
     finally:
         play.close()
 
@@ -81,8 +91,8 @@ def largest_value(env_id: str, options: EnvOptions, call_limit_s: float, parts: 
     largest = 0
     play = random_play(env_id, options, call_limit_s, seed, budget_s, max_steps)
     try:
-        for observation, _ in play:
-            largest = max([largest, *(int(np.max(part)) for part in parts(observation))])
+        for step in play:
+            largest = max([largest, *(int(np.max(part)) for part in parts(step.observation))])
             if largest >= stop_at:
                 return stop_at
         return largest

@@ -65,8 +65,9 @@ class CommonConfig:
     atari_frame_stack: int = setting(4, "Atari only: last frames stacked as observation channels", ge=1)
     atari_repeat_action_probability: float = setting(0.25, "Atari only: sticky-action probability (the emulator "
                                                      "repeats the previous action)", ge=0, le=1)
-    observation_history: int = setting(1, "vector observations: the last this many concatenated, oldest first (a "
-                                       "short memory for partially observed envs); 1 = the current one only", ge=1)
+    observation_history: int | None = setting(None, "vector observations: the last this many concatenated, oldest "
+                                              "first; none = auto: 2 where random play shows the observation "
+                                              "hides part of the state (a velocity), else 1", ge=1)
     conv_layer_params: tuple[int, ...] | None = setting(None, "Q-network conv layers for image observations as "
                                                         "filters,kernel,stride triples, e.g. 32,8,4,64,4,2,64,3,1; "
                                                         "none = chosen from the image size", ge=1)

@@ -1,5 +1,7 @@
 """DQN variants as config switches, each in the unchanged topology: n-step returns, prioritized replay."""
 
+import json
+
 import numpy as np
 import pytest
 import reverb
@@ -150,3 +152,20 @@ def test_restored_uniform_table_with_prioritized_config_is_refused(replay_server
                      "--root-dir", str(tmp_path / "run"), "--port", str(server.port), "--health-port", "0")
     assert result.returncode == 2
     assert "replay.sampler is uniform in the checkpoint, prioritized(alpha=0.6) in the config" in result.stderr
+
+
+def test_roles_started_apart_agree_on_an_auto_observation_history(system_factory, tmp_path):
+    """Each role decides observation_history auto on its own (as on a cluster): all decide 2 for hidden velocities."""
+    flags = ("--env-id", "bench.pomdp_envs:CartPoleNoVelocity-v0")
+    system = system_factory(*NO_LIMITER, *flags)
+    system.shared_flags = flags
+    system.start_learner()
+    system.start_actor(0)
+    system.wait_training(at_least=50)
+    for sample in sample_items(system.server.address, 5):
+        assert sample.data.observation.shape == (2, 4, 4)  # 2 steps of 4 envs of (position, angle) x 2 observations
+    for role in ("learner", "actor-0"):
+        written = json.loads((tmp_path / "run" / role / "config.json").read_text())
+        assert written["observation_history"] == 2, role
+    assert system.roles["learner"].terminate() == 0
+    assert system.roles["actor-0"].terminate() == 0

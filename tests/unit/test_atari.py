@@ -7,6 +7,7 @@ import pytest
 import tensorflow as tf
 
 from dqn.envs.atari import is_atari
+from dqn.envs.hidden_state import resolve_observation_history
 from dqn.envs.making import EnvOptions, env_specs
 from dqn.envs.single_env import GymnasiumEnvironment
 from dqn.envs.vector_env import GymnasiumVectorEnvironment
@@ -138,7 +139,7 @@ def test_max_episode_steps_counts_agent_steps():
 
 
 def test_cartpole_is_made_as_before():
-    options = EnvOptions.from_config(CommonConfig())
+    options = EnvOptions.from_config(resolve_observation_history(CommonConfig()))  # auto: CartPole is fully observed
     assert options == EnvOptions() and dataclasses.fields(options)
     assert env_specs("CartPole-v1", options) == env_specs("CartPole-v1")
     env = GymnasiumEnvironment("CartPole-v1", seed=0)

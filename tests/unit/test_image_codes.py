@@ -18,7 +18,7 @@ from dqn.settings.config import CommonConfig
 
 
 def resolved(env_id: str, **settings) -> str:
-    config = CommonConfig(env_id=env_id, **settings)
+    config = CommonConfig(env_id=env_id, observation_history=1, **settings)
     spec = env_specs(env_id, EnvOptions.from_config(config))[0]
     return resolve_image_encoding(config, spec, EnvOptions.from_config(config))
 

@@ -1,4 +1,4 @@
-"""The partially observed CartPole of bench/pomdp_envs.py, made as a user's `module:EnvId` is."""
+"""The partially observed CartPole of bench/pomdp_envs.py, made as a user's `module:EnvId` is; what auto makes of it."""
 
 import gymnasium as gym
 import numpy as np
@@ -6,6 +6,7 @@ import pytest
 
 import tests.user_envs  # noqa: F401  (registers the image env)
 from dqn.builder import DqnBuilder
+from dqn.envs.hidden_state import HIDDEN_STATE_HISTORY, auto_observation_history, unexplained_change
 from dqn.envs.making import EnvOptions, env_specs, make_gym_env
 from dqn.envs.spaces import EnvError
 from dqn.envs.vector_env import GymnasiumVectorEnvironment
@@ -63,3 +64,41 @@ def test_observation_history_of_an_image_is_refused_before_any_role_starts():
                                        r"--observation-history 1"):
         DqnBuilder(CommonConfig(env_id="tests.user_envs:BoolGrid-v0", observation_history=2))
 
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_auto_history_is_two_where_the_observation_hides_the_velocities(seed):
+    assert auto_observation_history(ENV_ID, EnvOptions(), call_limit_s=10.0, seed=seed) == HIDDEN_STATE_HISTORY
+
+
+@pytest.mark.parametrize("env_id", ["CartPole-v1", "Acrobot-v1", "MountainCar-v0", "tests.user_envs:SlowCartPole-v0"])
+def test_auto_history_is_one_where_the_observation_is_the_state(env_id):
+    assert auto_observation_history(env_id, EnvOptions(), call_limit_s=10.0, seed=0) == 1
+
+
+def test_auto_history_leaves_images_alone_without_playing():
+    assert auto_observation_history("tests.user_envs:BoolGrid-v0", EnvOptions(), call_limit_s=10.0, seed=0) == 1
+
+
+def test_the_builder_resolves_auto_and_keeps_an_explicit_history():
+    hidden = DqnBuilder(CommonConfig(env_id=ENV_ID))
+    assert hidden.config.observation_history == 2 and hidden.observation_spec.shape == (4,)
+    assert DqnBuilder(CommonConfig(env_id=ENV_ID, observation_history=1)).observation_spec.shape == (2,)
+    assert DqnBuilder(CommonConfig(env_id="CartPole-v1")).config.observation_history == 1
+    with pytest.raises(ValueError, match="observation_history auto must be resolved"):
+        EnvOptions.from_config(CommonConfig())
+
+
+def test_the_previous_observation_counts_only_where_it_predicts_the_next():
+    """Pure logic on made-up transitions: a position whose velocity is hidden, and fresh noise."""
+    rng = np.random.default_rng(0)
+    velocity, position = np.zeros(3001), np.zeros((3001, 1))
+    for t in range(3000):  # a bounded position moved by a slowly changing velocity nobody observes
+        velocity[t + 1] = 0.95 * velocity[t] + rng.normal(0, 0.1)
+        position[t + 1] = 0.98 * position[t] + velocity[t]
+    actions = rng.integers(0, 2, 2999)
+    without, with_previous = unexplained_change(position[:-2], position[1:-1], actions, position[2:], num_actions=2)
+    assert without - with_previous > 0.5 and with_previous < 0.2  # two positions give the velocity
+    noise = rng.normal(0, 1, (3001, 3))  # observations drawn fresh each step: nothing predicts them
+    without, with_previous = unexplained_change(noise[:-2], noise[1:-1], actions, noise[2:], num_actions=2)
+    assert abs(without - with_previous) < 0.05
