@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import sys
+import traceback
 from collections.abc import Sequence
 from typing import Any
 
@@ -131,10 +132,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if getattr(config, "actor_id", 0) < 0:  # replicas share one config: give each a stable id of its own
             config = dataclasses.replace(config, actor_id=config.resolved_actor_id())
         # Unknown id, unsupported spaces or a network that does not fit them fail here, before anything starts.
+        setup_logging(args.command)  # before auto settings are decided: each says in one line what it chose
         config = resolve_observation_history(config)
         observation_spec, _, _ = env_specs(config.env_id, EnvOptions.from_config(config))
         check_network_input(config, observation_spec)
-        setup_logging(args.command)
         config_loading.write_config(config, config.path(*role_subdir(args.command, config), "config.json"))
         return int(load_entry(role.entry)(config) or 0)
     except ServiceError as error:
@@ -148,9 +149,16 @@ def entry(argv: Sequence[str] | None = None) -> None:
     A role's work is saved before main() returns (checkpoints written, summaries and Reverb writers
     flushed). Normal interpreter teardown would then run C++ static destructors while Reverb/gRPC
     threads abandoned under a deadline may still be alive; that race aborts the process ("terminate
-    called without an active exception", exit -6) even though the role stopped cleanly.
+    called without an active exception", exit -6) even though the role stopped cleanly. An exception that escapes
+    main() is printed and exits 1 the same way: interpreter teardown would join the forked roles' processes.
     """
-    code = main(argv)
+    try:
+        code = main(argv)
+    except SystemExit as exit_request:  # argparse: --help, or a usage error
+        code = exit_request.code if isinstance(exit_request.code, int) else (0 if exit_request.code is None else 1)
+    except BaseException:  # noqa: BLE001 - reported here; teardown could wait on multiprocessing children for good
+        traceback.print_exc()
+        code = 1
     logging.shutdown()
     sys.stdout.flush()
     sys.stderr.flush()

@@ -65,6 +65,21 @@ class Child:
         return self.process.poll()
 
 
+def say(*parts: object, end: str = "\n", flush: bool = True) -> None:
+    """Prints to the console; once the console is gone (a closed pipe), output goes nowhere and the run goes on.
+
+    The run dir keeps what the console shows (logs, evaluations, progress), and a launcher that died of a closed
+    pipe would leave its roles training with nobody to stop them.
+    """
+    try:
+        print(*parts, end=end, flush=flush)
+    except (OSError, ValueError):  # BrokenPipeError, or a closed stream
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+
+
 class Topology:
     """Starts and stops the role processes of one local run."""
 
@@ -129,7 +144,7 @@ class Topology:
             backoff = min(MAX_BACKOFF_S, 2.0 ** len(recent))
             child.restart_at = now + backoff
             fresh_line = "\n" if sys.stdout.isatty() else ""  # below the live progress line
-            print(f"{fresh_line}dqn-service local: {child.name} exited {code}; restarting it in {backoff:.0f} s "
+            say(f"{fresh_line}dqn-service local: {child.name} exited {code}; restarting it in {backoff:.0f} s "
                   f"(restart {len(recent) + 1} of {config.max_role_restarts} within "
                   f"{config.role_restart_window_s:.0f} s; log {child.log_path})", flush=True)
         return None
@@ -152,7 +167,7 @@ class Topology:
             self._spawn("tensorboard", [sys.executable, "-m", "tensorboard.main", "--logdir", config.root_dir,
                                         "--host", "127.0.0.1", "--port", str(config.tensorboard_port)],
                         essential=False)
-            print(f"TensorBoard: http://127.0.0.1:{config.tensorboard_port}/", flush=True)
+            say(f"TensorBoard: http://127.0.0.1:{config.tensorboard_port}/", flush=True)
 
     def stop(self, stages: tuple[tuple[str, ...], ...] = (("actor", "evaluator", "tensorboard"), ("learner",),
                                                          ("replay-server",))) -> dict[str, int]:
@@ -264,7 +279,16 @@ def run(config: LocalConfig) -> int:
     topology = Topology(config)
     started = time.monotonic()
     topology.start()
-    print(f"dqn-service local: {config.num_actors} actors x {config.num_envs} envs on {config.env_id}, "
+    try:
+        return supervise(config, topology, stop, target, started)
+    finally:
+        # Whatever ends the supervisor (its console gone, a bug), the roles must not train on without it.
+        topology.stop()
+
+
+def supervise(config: LocalConfig, topology: Topology, stop: StopSignal, target: float | None, started: float) -> int:
+    """Watches the started roles until the run ends, stops them stage by stage, prints the summary: the exit code."""
+    say(f"dqn-service local: {config.num_actors} actors x {config.num_envs} envs on {config.env_id}, "
           f"replay at {topology.replay_address}, run dir {config.root_dir} (logs in {config.path('logs')})",
           flush=True)
     interactive = sys.stdout.isatty()
@@ -283,9 +307,9 @@ def run(config: LocalConfig) -> int:
                 solving = record
         line, train_step, env_steps = progress_line(config, elapsed, best, topology.restarts, latest)
         if interactive:
-            print("\r" + line.ljust(110), end="", flush=True)
+            say("\r" + line.ljust(110), end="", flush=True)
         elif time.monotonic() - last_print >= 10:
-            print(line, flush=True)
+            say(line, flush=True)
             last_print = time.monotonic()
         ended = topology.supervise(time.monotonic())
         if ended:
@@ -302,7 +326,7 @@ def run(config: LocalConfig) -> int:
                 learner_done = time.monotonic()
                 if final_evaluation_due(config, latest, 0.0):
                     fresh_line = "\n" if interactive else ""  # below the live progress line
-                    print(f"{fresh_line}dqn-service local: the learner reached max_train_steps; waiting up to "
+                    say(f"{fresh_line}dqn-service local: the learner reached max_train_steps; waiting up to "
                           f"{FINAL_EVALUATION_WAIT_S:.0f} s for the evaluation of its last weights", flush=True)
             if not final_evaluation_due(config, latest, time.monotonic() - learner_done):
                 reason = "max_train_steps reached"
@@ -314,9 +338,9 @@ def run(config: LocalConfig) -> int:
             reason = f"{stop.signal_name} received"
             break
     if interactive:
-        print()
+        say()
     wall = time.monotonic() - started  # the moment the run ended (solved, ...), before the roles' shutdown
-    print(f"dqn-service local: {reason} at {wall:.1f} s; stopping the roles", flush=True)
+    say(f"dqn-service local: {reason} at {wall:.1f} s; stopping the roles", flush=True)
     exit_codes = topology.stop()
     # The progress files lag by up to a summary interval, so a quick solve can end the run before any was written.
     # The roles write a last one when they stop, and the solving evaluation names the train step it evaluated.
@@ -324,10 +348,10 @@ def run(config: LocalConfig) -> int:
     train_step = max(train_step, final_train_step, best["train_step"] if best else 0)
     env_steps = max(env_steps, final_env_steps)
     solved = reason.startswith("solved")
-    print(f"summary: solved={'yes' if solved else 'no'} wall_time={wall:.1f}s env_steps={env_steps} "
+    say(f"summary: solved={'yes' if solved else 'no'} wall_time={wall:.1f}s env_steps={env_steps} "
           f"train_steps={train_step} best_eval_return={best['average_return'] if best else float('nan'):.1f} "
           f"target={target} role_restarts={topology.restarts} env_restarts={env_restarts(config)}", flush=True)
-    print("exit codes: " + ", ".join(f"{name}={code}" for name, code in exit_codes.items()), flush=True)
+    say("exit codes: " + ", ".join(f"{name}={code}" for name, code in exit_codes.items()), flush=True)
     # A role that had exited and waited for its restart when the run stopped was being recovered, not failing.
     failed = reason.startswith("crashed") or [n for n, code in exit_codes.items()
                                               if code != 0 and n != "tensorboard" and not topology.pending_restart(n)]

@@ -48,8 +48,10 @@ HYPERPARAMS = {
         policy_kwargs=dict(net_arch=[256, 256]), learning_rate=5e-4, buffer_size=15_000, learning_starts=200,
         batch_size=32, gamma=0.8, train_freq=1, gradient_steps=1, target_update_interval=50),
     # popgym's authors publish no DQN settings (their baselines are RLlib PPO with memory models): rl-baselines3-zoo
-    # hyperparams/dqn.yml CartPole-v1, the env this one observes positions of.
+    # hyperparams/dqn.yml CartPole-v1, the env these observe positions of (the noisy one with noise added).
     "popgym:popgym-PositionOnlyCartPoleEasy-v0": ZOO_CARTPOLE,
+    "popgym:popgym-PositionOnlyCartPoleHard-v0": ZOO_CARTPOLE,
+    "popgym:popgym-NoisyPositionOnlyCartPoleEasy-v0": ZOO_CARTPOLE,
     # flappy-bird-gymnasium's authors publish no DQN settings for SB3 (their DQN example is their own code): the
     # zoo's CartPole-v1 entry, as for popgym.
     "bench.peer_envs:FlappyBird/Features-v0": ZOO_CARTPOLE,

@@ -1,4 +1,5 @@
-"""F11-F12 under `dqn-service local`: a flaky user env and dying roles are recovered; crash loops end the run."""
+"""F11-F12 under `dqn-service local`: a flaky user env and dying roles are recovered; crash loops end the run; a
+closed console does not orphan the roles."""
 
 import re
 import signal
@@ -102,3 +103,23 @@ def test_F11_an_env_that_never_resets_ends_the_run_with_one_clear_line(tmp_path)
     actor_log = (tmp_path / "run" / "logs" / "actor-0.log").read_text()
     assert ("dqn-service actor: error: env 'tests.flaky_env:BrokenCartPole-v0' (sub-env 0) failed at reset 3 "
             "times in a row") in actor_log, actor_log
+
+
+def test_a_closed_console_does_not_leave_the_roles_running(tmp_path):
+    """The console of `local` is a pipe whose reader goes away (a wrapper script killed): the run still ends on
+    time, stops every role and checkpoints the replay, and the launcher exits."""
+    run = local(tmp_path, "--max-wall-time-s", "40", "--target-return", "1e9")
+    try:
+        while not run.stdout.readline().startswith("dqn-service local:"):  # the start line: it is supervising
+            pass
+        run.stdout.close()  # nobody reads the progress lines from now on: the next one meets a broken pipe
+        names = ("replay-server", "learner", "actor-0", "evaluator")
+        wait_until(lambda: all(role_process(run, name) for name in names), 60, "every role running")
+        roles = [role_process(run, name) for name in names]
+        assert run.wait(timeout=150) == 0
+        psutil.wait_procs(roles, timeout=10)
+        assert not [role.pid for role in roles if role.is_running() and role.status() != psutil.STATUS_ZOMBIE]
+        assert (tmp_path / "run" / "logs" / "replay-server.log").read_text().count("final checkpoint") >= 1
+    finally:
+        if run.poll() is None:
+            run.kill()
