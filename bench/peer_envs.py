@@ -6,7 +6,8 @@ bool observation) with a 5,000-step episode cap, so that greedy evaluations end 
 The same module registers `FlappyBird/Features-v0`: flappy-bird-gymnasium's game observed as its 12 features
 (positions and speeds of the bird and the next pipes, not the LIDAR scan), with the same episode cap (the game
 has none). `MiniGrid/DoorKey-5x5-v0` is MiniGrid's `MiniGrid-DoorKey-5x5-v0` (a 5x5 room: pick up the key, open
-the door, reach the goal; 7 actions; reward 1 - 0.9 * steps / 250 at the goal, else 0) with its mission text
+the door, reach the goal; 7 actions; reward 1 - 0.9 * steps / 250 at the goal, else 0; `MiniGrid/Empty-Random-6x6-v0`
+likewise: an empty room, a random start, reach the goal within 144 steps) with its mission text
 filtered out by gymnasium's `FilterObservation`: the text is the same in every episode, and the service refuses
 Text parts. What remains is a `Dict` of the agent's 7x7x3 uint8 view (object, colour and state indices) and its
 `Discrete(4)` direction. highway-env and popgym register their ids on import: `highway_env:highway-fast-v0`,
@@ -41,5 +42,9 @@ def make_minigrid(name: str = "MiniGrid-DoorKey-5x5-v0", **kwargs) -> gym.Env:
     return gym.wrappers.FilterObservation(gym.make(name, **kwargs), ["direction", "image"])
 
 
-if "MiniGrid/DoorKey-5x5-v0" not in gym.registry:
-    gym.register("MiniGrid/DoorKey-5x5-v0", entry_point=make_minigrid)
+#: MiniGrid ids registered here as `MiniGrid/<name>` (mission text filtered out).
+MINIGRID_ENVS = ("DoorKey-5x5-v0", "Empty-Random-6x6-v0")
+
+for _name in MINIGRID_ENVS:
+    if f"MiniGrid/{_name}" not in gym.registry:
+        gym.register(f"MiniGrid/{_name}", entry_point=make_minigrid, kwargs={"name": f"MiniGrid-{_name}"})

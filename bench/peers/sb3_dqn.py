@@ -30,6 +30,14 @@ ZOO_CARTPOLE = dict(
     learning_starts=1_000, gamma=0.99, target_update_interval=10, train_freq=256, gradient_steps=128,
     exploration_fraction=0.16, exploration_final_eps=0.04)
 
+#: rl-baselines3-zoo's MiniGrid recipe (flattened observation, MLP, 1e5 steps) with its tuned Acrobot-v1 DQN entry.
+MINIGRID_RECIPE = dict(
+    source="rl-baselines3-zoo: MiniGrid recipe (flattened observation, MLP, 1e5 steps) with the dqn.yml "
+           "Acrobot-v1 entry", env_wrapper="flatten", n_timesteps=100_000, policy="MlpPolicy",
+    policy_kwargs=dict(net_arch=[256, 256]), learning_rate=6.3e-4, batch_size=128, buffer_size=50_000,
+    learning_starts=0, gamma=0.99, target_update_interval=250, train_freq=4, gradient_steps=-1,
+    exploration_fraction=0.12, exploration_final_eps=0.1)
+
 #: Published DQN settings per env id, with their source. `policy_kwargs` "minatar" is MinAtar's own network.
 HYPERPARAMS = {
     # MinAtar's authors: examples/dqn.py of kenjyoung/MinAtar (Young & Tian 2019): batch 32, replay 100k, target
@@ -60,13 +68,9 @@ HYPERPARAMS = {
     # gymnasium's FlattenObservation, as the mission text is already filtered out) with a 1e5-step schedule for
     # DoorKey-5x5. SB3's MultiInputPolicy cannot take the Dict itself: it gives uint8 image parts its Nature CNN,
     # whose 8x8 kernel does not fit the 7x7 view. DQN settings: the zoo's tuned Acrobot-v1 entry, its tuned task
-    # whose return improves only by reaching a goal sooner.
-    "bench.peer_envs:MiniGrid/DoorKey-5x5-v0": dict(
-        source="rl-baselines3-zoo: MiniGrid recipe (flattened observation, MLP, 1e5 steps) with the dqn.yml "
-               "Acrobot-v1 entry", env_wrapper="flatten", n_timesteps=100_000, policy="MlpPolicy",
-        policy_kwargs=dict(net_arch=[256, 256]), learning_rate=6.3e-4, batch_size=128, buffer_size=50_000,
-        learning_starts=0, gamma=0.99, target_update_interval=250, train_freq=4, gradient_steps=-1,
-        exploration_fraction=0.12, exploration_final_eps=0.1),
+    # whose return improves only by reaching a goal sooner. The same recipe for MiniGrid's empty room.
+    "bench.peer_envs:MiniGrid/DoorKey-5x5-v0": MINIGRID_RECIPE,
+    "bench.peer_envs:MiniGrid/Empty-Random-6x6-v0": MINIGRID_RECIPE,
 }
 
 
