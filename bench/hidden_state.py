@@ -18,13 +18,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from dqn.envs.hidden_state import (  # noqa: E402
-    HIDDEN_STATE_GAIN,
-    HIDDEN_STATE_HISTORY,
-    MIN_TRANSITIONS,
-    played_transitions,
-    unexplained_change,
-)
+from dqn.envs.hidden_state import MIN_TRANSITIONS, history_for, played_transitions, unexplained_change  # noqa: E402
 from dqn.envs.making import EnvOptions, env_specs  # noqa: E402
 
 ENVS = ["CartPole-v1", "MountainCar-v0", "Acrobot-v1", "LunarLander-v3", "bench.peer_envs:FlappyBird/Features-v0",
@@ -52,7 +46,7 @@ def main() -> None:
             without, with_previous = unexplained_change(*transitions, num_actions=int(action.maximum) + 1 -
                                                         int(action.minimum), action_minimum=int(action.minimum))
             seconds = time.perf_counter() - started
-            history = HIDDEN_STATE_HISTORY if without - with_previous >= HIDDEN_STATE_GAIN else 1
+            history = history_for(without, with_previous)
             print(f"{env_id:48} {seed:4}  {100 * without:16.1f} % / {100 * with_previous:5.1f} %"
                   f"        {100 * (without - with_previous):5.1f}  {history:4}  {seconds:7.2f}  {count:11}")
 

@@ -76,11 +76,16 @@ def auto_observation_history(env_id: str, options: EnvOptions, call_limit_s: flo
         return 1
     without, with_previous = unexplained_change(*transitions, num_actions=num_actions,
                                                 action_minimum=int(action.minimum))
-    history = HIDDEN_STATE_HISTORY if without - with_previous >= HIDDEN_STATE_GAIN else 1
+    history = history_for(without, with_previous)
     log.info("observation_history auto: %d (random play: the observation and action leave %.0f%% of the next "
              "change unexplained, %.0f%% with the previous observation too; a drop of %.0f points or more means "
              "part of the state is hidden)", history, 100 * without, 100 * with_previous, 100 * HIDDEN_STATE_GAIN)
     return history
+
+
+def history_for(without: float, with_previous: float) -> int:
+    """The history auto picks from the unexplained shares without and with the previous observation."""
+    return HIDDEN_STATE_HISTORY if without - with_previous >= HIDDEN_STATE_GAIN else 1
 
 
 def played_transitions(env_id: str, options: EnvOptions, call_limit_s: float, seed: int
@@ -89,9 +94,10 @@ def played_transitions(env_id: str, options: EnvOptions, call_limit_s: float, se
     previous, current, actions, following = [], [], [], []
     episode: list = []  # this episode's observations so far
     play = random_play(env_id, options, call_limit_s, seed, PROBE_BUDGET_S, PROBE_STEPS)
-    started = time.perf_counter()
+    started = None  # from the first reset: making the env can take long in a simulator whose steps are quick
     try:
         for step in play:
+            started = started or time.perf_counter()
             elapsed = time.perf_counter() - started
             if elapsed > PROBE_BUDGET_S / 8 and len(current) * PROBE_BUDGET_S / elapsed < MIN_TRANSITIONS:
                 return None  # a slow env: the budget would end short of enough transitions, so stop now
