@@ -119,6 +119,7 @@ def run_seed(seed: int, args: argparse.Namespace) -> dict:
     import tensorflow as tf
 
     from dqn.builder import DqnBuilder
+    from dqn.envs.idle_actions import resolve_action_gap_alpha
     from dqn.envs.vector_env import GymnasiumVectorEnvironment
     from dqn.model.agent import reinitialize_q_networks
     from dqn.model.exploration import HeldRandomActions
@@ -133,7 +134,8 @@ def run_seed(seed: int, args: argparse.Namespace) -> dict:
     from evaluator.evaluate import confirmation_seed, make_episodes
     from evaluator.reset_rule import FallbackResetRule
 
-    config = resolve(LocalConfig, flags={**args.flags, "seed": str(seed)}, environ={})
+    # The service's learner decides advantage learning from the env when left at auto: so does the model.
+    config = resolve_action_gap_alpha(resolve(LocalConfig, flags={**args.flags, "seed": str(seed)}, environ={}))
     tf.random.set_seed(seed)
     rng = np.random.default_rng(seed)
     # acting = the actors' lagged copy of the weights

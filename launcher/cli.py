@@ -127,6 +127,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             start_forkserver()
         from dqn.envs.hidden_state import resolve_observation_history
+        from dqn.envs.idle_actions import resolve_action_gap_alpha
         from dqn.envs.making import EnvOptions, env_specs
         from dqn.model.networks import check_network_input  # imports TensorFlow
         if getattr(config, "actor_id", 0) < 0:  # replicas share one config: give each a stable id of its own
@@ -134,6 +135,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Unknown id, unsupported spaces or a network that does not fit them fail here, before anything starts.
         setup_logging(args.command)  # before auto settings are decided: each says in one line what it chose
         config = resolve_observation_history(config)
+        if args.command in ("learner", "local"):  # only the learner's targets use it: recorded in its config.json
+            config = resolve_action_gap_alpha(config)
         observation_spec, _, _ = env_specs(config.env_id, EnvOptions.from_config(config))
         check_network_input(config, observation_spec)
         config_loading.write_config(config, config.path(*role_subdir(args.command, config), "config.json"))

@@ -21,6 +21,7 @@ import time
 import portpicker
 
 from dqn.envs.hidden_state import resolve_observation_history
+from dqn.envs.idle_actions import resolve_action_gap_alpha
 from dqn.envs.image_codes import resolve_image_encoding
 from dqn.envs.making import EnvOptions, env_specs
 from dqn.process.progress import read_progress
@@ -270,7 +271,7 @@ def solves(evaluation: dict | None, target: float | None) -> bool:
 def run(config: LocalConfig) -> int:
     """Runs the local topology to completion; returns the exit code."""
     stop = StopSignal()
-    config = resolve_observation_history(config)
+    config = resolve_action_gap_alpha(resolve_observation_history(config))
     options = EnvOptions.from_config(config)
     observation_spec, _, reward_threshold = env_specs(config.env_id, options)
     target = config.resolved_target_return(reward_threshold)

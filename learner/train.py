@@ -21,6 +21,7 @@ from tf_agents.policies import policy_saver
 from tf_agents.utils import common
 
 from dqn.builder import DqnBuilder
+from dqn.envs.idle_actions import resolve_action_gap_alpha
 from dqn.model.agent import AgentBundle, reinitialize_q_networks
 from dqn.model.flat_weights import FlatWeights
 from dqn.model.networks import fast_bfloat16, resolved_compute_dtype
@@ -106,6 +107,7 @@ class Learner:
     """Owns the agent, its checkpoints and the train loop; `run()` returns the exit code."""
 
     def __init__(self, config: LearnerConfig):
+        config = resolve_action_gap_alpha(config)  # the TD targets' shape: decided before the agent is built
         self.config = config
         self.builder = DqnBuilder(config)
         self.bundle = self.builder.agent

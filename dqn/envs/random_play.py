@@ -1,10 +1,11 @@
 """What a second of random play shows of the user's env before training: its step cost, its image values, its dynamics.
 
-Three settings follow from it when left at auto. A slow env (a driving simulator at 20 ms a step) leaves the learner
+Four settings follow from it when left at auto. A slow env (a driving simulator at 20 ms a step) leaves the learner
 idle at the default replay ratio, so `samples_per_insert` rises with the step cost (`auto_samples_per_insert`).
 An integer image whose values stay small although its Box allows 0-255 is a grid of category codes (MiniGrid's
 object, colour and state indices): `image_encoding` one-hot encodes such codes (dqn/model/encoders.py). A vector
 observation that misses part of the state (a velocity) gets an `observation_history` (dqn/envs/hidden_state.py).
+An action that mostly changes nothing and earns nothing widens the action gap (dqn/envs/idle_actions.py).
 
 Random play is seeded (the env's reset and its action space), so every role of a run that plays it sees the same.
 """
@@ -28,6 +29,8 @@ class PlayedStep(NamedTuple):
     observation: object
     seconds: float | None
     action: object | None
+    reward: float = 0.0
+    terminated: bool = False
 
 
 def random_play(env_id: str, options: EnvOptions, call_limit_s: float, seed: int, budget_s: float,
@@ -53,10 +56,10 @@ def random_play(env_id: str, options: EnvOptions, call_limit_s: float, seed: int
             action = env.action_space.sample()
             timer.enter("step")
             started = time.perf_counter()
-            observation, _, terminated, truncated, _ = env.step(action)
+            observation, reward, terminated, truncated, _ = env.step(action)
             seconds = time.perf_counter() - started
             timer.leave()
-            yield PlayedStep(observation, seconds, action)
+            yield PlayedStep(observation, seconds, action, float(reward), bool(terminated))
             if terminated or truncated:
                 timer.enter("reset")
                 observation, _ = env.reset()

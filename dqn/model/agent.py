@@ -72,8 +72,12 @@ class AdvantageLearningDdqnAgent(_AdvantageLearning, dqn_agent.DdqnAgent):
 
 
 def agent_class(config: CommonConfig):
-    """The TF-Agents agent class of the settings (plain or double DQN, advantage learning where alpha > 0)."""
-    if config.action_gap_alpha > 0:
+    """The TF-Agents agent class of the settings (plain or double DQN, advantage learning where alpha > 0).
+
+    Alpha shapes only the learner's TD targets, never the variables: roles that do not train build the agent with
+    it left at auto (None) and get the same policy (the learner decides it, `resolve_action_gap_alpha`).
+    """
+    if config.action_gap_alpha:
         chosen = AdvantageLearningDdqnAgent if config.double_dqn else AdvantageLearningDqnAgent
         return functools.partial(chosen, action_gap_alpha=config.action_gap_alpha)
     return dqn_agent.DdqnAgent if config.double_dqn else dqn_agent.DqnAgent

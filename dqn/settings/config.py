@@ -87,9 +87,10 @@ class CommonConfig:
     gamma: float = setting(0.99, "discount factor per agent step", ge=0, le=1)
     td_loss: str = setting("huber", "TD error loss: huber or mse (squared error)", choices=("huber", "mse"))
     double_dqn: bool = setting(False, "double DQN targets (TF-Agents' DdqnAgent) instead of plain DQN targets")
-    action_gap_alpha: float = setting(0.0, "advantage learning: each TD target minus this x (max_b Q(s,b) - Q(s,a)) "
-                                      "of the target network, widening the best action's lead; 0 = plain targets",
-                                      ge=0, le=0.99)
+    action_gap_alpha: float | None = setting(None, "advantage learning: each TD target minus this x (max_b Q(s,b) "
+                                             "- Q(s,a)) of the target network; 0 = plain targets; none = auto: 0.9 "
+                                             "where random play shows an action that changes nothing, else 0",
+                                             ge=0, le=0.99)
     target_update_period: int = setting(100, "train steps between target-network updates", ge=1)
     target_update_tau: float = setting(1.0, "weight of the online network in each target update; 1.0 = hard copy",
                                        gt=0, le=1)
