@@ -7,7 +7,9 @@ The same module registers `FlappyBird/Features-v0`: flappy-bird-gymnasium's game
 (positions and speeds of the bird and the next pipes, not the LIDAR scan), with the same episode cap (the game
 has none). `MiniGrid/DoorKey-5x5-v0` is MiniGrid's `MiniGrid-DoorKey-5x5-v0` (a 5x5 room: pick up the key, open
 the door, reach the goal; 7 actions; reward 1 - 0.9 * steps / 250 at the goal, else 0; `MiniGrid/Empty-Random-6x6-v0`
-likewise: an empty room, a random start, reach the goal within 144 steps) with its mission text
+likewise: an empty room, a random start, reach the goal within 144 steps; `MiniGrid/LavaGapS5-v0`: cross a
+column of lava through its one gap to the goal within 100 steps, stepping into lava ends the episode at 0) with
+its mission text
 filtered out by gymnasium's `FilterObservation`: the text is the same in every episode, and the service refuses
 Text parts. What remains is a `Dict` of the agent's 7x7x3 uint8 view (object, colour and state indices) and its
 `Discrete(4)` direction. highway-env and popgym register their ids on import: `highway_env:highway-fast-v0`,
@@ -43,7 +45,7 @@ def make_minigrid(name: str = "MiniGrid-DoorKey-5x5-v0", **kwargs) -> gym.Env:
 
 
 #: MiniGrid ids registered here as `MiniGrid/<name>` (mission text filtered out).
-MINIGRID_ENVS = ("DoorKey-5x5-v0", "Empty-Random-6x6-v0")
+MINIGRID_ENVS = ("DoorKey-5x5-v0", "Empty-Random-6x6-v0", "LavaGapS5-v0")
 
 for _name in MINIGRID_ENVS:
     if f"MiniGrid/{_name}" not in gym.registry:

@@ -68,9 +68,10 @@ HYPERPARAMS = {
     # gymnasium's FlattenObservation, as the mission text is already filtered out) with a 1e5-step schedule for
     # DoorKey-5x5. SB3's MultiInputPolicy cannot take the Dict itself: it gives uint8 image parts its Nature CNN,
     # whose 8x8 kernel does not fit the 7x7 view. DQN settings: the zoo's tuned Acrobot-v1 entry, its tuned task
-    # whose return improves only by reaching a goal sooner. The same recipe for MiniGrid's empty room.
+    # whose return improves only by reaching a goal sooner. The same recipe for MiniGrid's other rooms.
     "bench.peer_envs:MiniGrid/DoorKey-5x5-v0": MINIGRID_RECIPE,
     "bench.peer_envs:MiniGrid/Empty-Random-6x6-v0": MINIGRID_RECIPE,
+    "bench.peer_envs:MiniGrid/LavaGapS5-v0": MINIGRID_RECIPE,
 }
 
 
