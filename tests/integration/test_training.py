@@ -187,8 +187,16 @@ def test_local_without_supervision_exits_nonzero_when_a_role_dies(tmp_path):
                     return child
             return None
 
-        wait_until(lambda: actor_child() is not None and (tmp_path / "run" / "actor-0" / "progress.json").exists(),
-                   120, "the local actors to run")
+        def actors_run_or_launcher_ended() -> bool:
+            return local.poll() is not None or (
+                actor_child() is not None and (tmp_path / "run" / "actor-0" / "progress.json").exists())
+
+        try:
+            wait_until(actors_run_or_launcher_ended, 120, "the local actors to run")
+        except AssertionError as error:  # say what the launcher printed, not only that it took long
+            local.kill()
+            raise AssertionError(f"{error}; the launcher printed:\n{local.communicate()[0]}") from None
+        assert local.poll() is None, f"the launcher ended before its actors ran:\n{local.communicate()[0]}"
         victim = actor_child()
         victim.send_signal(signal.SIGKILL)
         output, _ = local.communicate(timeout=120)
