@@ -23,6 +23,7 @@ from dqn.process.runtime import StopSignal, use_one_core
 from dqn.process.summaries import GraphScalars
 from dqn.remote.replay_client import wait_for_server
 from dqn.remote.weights_puller import WeightsPuller
+from dqn.resolve import run_env_specs
 from dqn.settings.config import ActorConfig, actor_dir
 
 log = logging.getLogger("actor")
@@ -78,7 +79,7 @@ class Actor:
     def __init__(self, config: ActorConfig, client, stop: StopSignal):
         self.config = config
         self.stop = stop
-        builder = DqnBuilder(config)
+        builder = DqnBuilder(config, run_env_specs(config))
         builder.check_server_tables(client, role="actor")
         self.seed = config.seed + 10_000 * (config.actor_id + 1)
         self.env = builder.make_envs(config.num_envs, seed=self.seed, max_restarts=config.max_env_restarts,

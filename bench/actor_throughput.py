@@ -131,9 +131,9 @@ def main() -> None:
 
     use_one_core()  # as actor.collect.run
 
-    from dqn.builder import DqnBuilder
     from dqn.envs.single_env import GymnasiumEnvironment
     from dqn.remote.weights_wire import publish_weights
+    from dqn.resolve import resolved_builder
     from dqn.settings.config import ActorConfig
 
     root = tempfile.mkdtemp(prefix="bench-actor-")
@@ -148,7 +148,7 @@ def main() -> None:
                            replay_min_size=args.envs_per_item,
                            initial_priority="td_error" if args.td_error_priorities else "max",
                            observation_history=args.observation_history)
-        bundle = DqnBuilder(base).agent
+        bundle = resolved_builder(base).agent
         publish_weights(client, [v.numpy() for v in bundle.policy_variables], train_step=0)
         stock_env = GymnasiumEnvironment(base.env_id, seed=0)
         stock_policy = py_tf_eager_policy.PyTFEagerPolicy(bundle.agent.collect_policy, use_tf_function=True)

@@ -33,17 +33,17 @@ def run_book_loop(seed: int, budget_s: float, eval_interval: int = 100, target: 
     from tf_agents.replay_buffers import reverb_replay_buffer, reverb_utils
     from tf_agents.utils import common
 
-    from dqn.builder import DqnBuilder
     from dqn.envs.single_env import GymnasiumEnvironment
     from dqn.model.flat_weights import FlatWeights
     from dqn.model.schedules import epsilon_at
     from dqn.replay_layout.items import REPLAY_TABLE
+    from dqn.resolve import resolved_builder
     from dqn.settings.config import LocalConfig
     from evaluator.evaluate import make_episodes
 
     # One env's trajectory per item, as the book's observer writes it (not the service's blocks of envs).
     config = LocalConfig(seed=seed, envs_per_item=1)
-    builder = DqnBuilder(config)
+    builder = resolved_builder(config)
     bundle = builder.agent
     agent = bundle.agent
     table = reverb.Table("replay", reverb.selectors.Uniform(), reverb.selectors.Fifo(), config.replay_max_size,

@@ -86,14 +86,14 @@ def part_actor(args: argparse.Namespace) -> None:
 
     use_one_core()  # as actor.collect.run does
     from actor.collect import Actor
-    from dqn.builder import DqnBuilder
     from dqn.process.runtime import StopSignal
     from dqn.remote.weights_wire import publish_weights
+    from dqn.resolve import resolved_builder
     from dqn.settings.config import ActorConfig
 
     with replay_server(*BREAKOUT_SERVER, "--replay-max-size", "1000000") as (address, _):
         client = reverb.Client(address)
-        bundle = DqnBuilder(breakout_config(ActorConfig, replay_address=address)).agent
+        bundle = resolved_builder(breakout_config(ActorConfig, replay_address=address)).agent
         publish_weights(client, [v.numpy() for v in bundle.policy_variables], 0)
         for num_envs in (int(n) for n in args.num_envs.split(",")):
             config = breakout_config(ActorConfig, replay_address=address, num_envs=num_envs, warmup_steps=0,
@@ -115,8 +115,8 @@ def part_learner(args: argparse.Namespace) -> None:
 
     from bench.common import make_dataset
     from bench.learner_throughput import rate as sgd_rate
-    from dqn.builder import DqnBuilder
     from dqn.envs.making import EnvOptions
+    from dqn.resolve import resolved_builder
     from dqn.settings.config import LearnerConfig
 
     with replay_server(*BREAKOUT_SERVER, "--replay-max-size", "100000") as (address, _):
@@ -127,7 +127,7 @@ def part_learner(args: argparse.Namespace) -> None:
             iterator = iter(make_dataset(config))
             fixed, _ = next(iterator)
             for compute_dtype in args.compute_dtypes.split(","):
-                bundle = DqnBuilder(breakout_config(LearnerConfig, replay_address=address, batch_size=batch_size,
+                bundle = resolved_builder(breakout_config(LearnerConfig, replay_address=address, batch_size=batch_size,
                                                     compute_dtype=compute_dtype)).agent
                 train = common.function(bundle.agent.train)
                 steps = (("fixed batch", lambda: train(fixed)),  # noqa: B023 - used within this iteration

@@ -115,10 +115,10 @@ def run_client(mode: str, env: str, address: str, seconds: float, out: str) -> N
     client = reverb.Client(address)
     count, nbytes = 0, 0
     if mode == "insert":
-        from dqn.builder import DqnBuilder
         from dqn.replay_layout.items import ItemShape
+        from dqn.resolve import resolved_builder
 
-        builder = DqnBuilder(config)
+        builder = resolved_builder(config)
         envs = ItemShape.from_config(config).envs_per_item  # one block of envs: one item per append
         vector = builder.make_envs(envs, seed=os.getpid())
         rng = np.random.default_rng(os.getpid())
@@ -173,10 +173,10 @@ def measure(hosts: Hosts, mode: str, env: str, counts: list[int], seconds: float
     import psutil
     import reverb
 
-    from dqn.builder import DqnBuilder
     from dqn.process.health import check
     from dqn.remote.weights_wire import publish_weights
     from dqn.replay_layout.items import ItemShape
+    from dqn.resolve import resolved_builder
 
     root = tempfile.mkdtemp(prefix="bench-capacity-")
     address = f"{hosts.address(0)}:8000"
@@ -192,7 +192,7 @@ def measure(hosts: Hosts, mode: str, env: str, counts: list[int], seconds: float
                 raise RuntimeError(f"replay server did not start; see {root}/server.log")
             time.sleep(0.5)
         config = client_config(env)
-        variables = [v.numpy() for v in DqnBuilder(config).agent.policy_variables]
+        variables = [v.numpy() for v in resolved_builder(config).agent.policy_variables]
         server_client = reverb.Client(address)
         publish_weights(server_client, variables, train_step=1)
         weight_bytes = sum(v.nbytes for v in variables)

@@ -84,9 +84,9 @@ def make_dataset(config):
 
     The learner itself applies `finish_batch` inside its feed's staging call (learner/feed.py).
     """
-    from dqn.builder import DqnBuilder
+    from dqn.resolve import resolved_builder
 
-    builder = DqnBuilder(config)
+    builder = resolved_builder(config)
     return builder.make_dataset().map(builder.layout.finish_batch())
 
 

@@ -25,15 +25,15 @@ def time_evaluation(seed: int, **overrides) -> dict:
     """One evaluation of never-FIRE weights with the breakout preset plus `overrides`: seconds, return, length."""
     import numpy as np
 
-    from dqn.builder import DqnBuilder
     from dqn.process.runtime import use_one_core
+    from dqn.resolve import resolved_builder
     from dqn.settings.config import EvaluatorConfig
     from dqn.settings.loading import resolve
     from evaluator.evaluate import make_episodes
 
     use_one_core()  # as the evaluator role
     config = resolve(EvaluatorConfig, environ={}, flags={"preset": "breakout", **overrides})
-    builder = DqnBuilder(config)
+    builder = resolved_builder(config)
     bundle = builder.agent
     weights = [np.zeros(v.shape, np.float32) for v in bundle.policy_variables]
     weights[-1] = np.array([1.0, 0.0, 0.0, 0.0], np.float32)  # Q = output bias: NOOP always looks best

@@ -102,7 +102,7 @@ def main() -> None:
     print(f"TF threads: intra-op {intra}, inter-op {inter} (0 = TF's default)")
 
     from bench.common import make_dataset
-    from dqn.builder import DqnBuilder
+    from dqn.resolve import resolved_builder
     from learner.train import make_train_fn
 
     layers = tuple(int(n) for n in args.fc_layer_params.split(","))
@@ -124,7 +124,7 @@ def main() -> None:
             fill_replay(address, 20_000, num_envs=max(16, envs), envs_per_item=envs)
             config = LearnerConfig(replay_address=address, batch_size=args.batch_size, fc_layer_params=layers,
                                    envs_per_item=envs)
-            builder = DqnBuilder(config)
+            builder = resolved_builder(config)
             bundle = builder.agent
             learner_train = make_train_fn(bundle, args.batch_size, 1)  # what the learner runs per staged batch
             if fixed_name not in results:

@@ -119,7 +119,6 @@ def run_seed(seed: int, args: argparse.Namespace) -> dict:
     import tensorflow as tf
 
     from dqn.builder import DqnBuilder
-    from dqn.envs.idle_actions import resolve_action_gap_alpha
     from dqn.envs.vector_env import GymnasiumVectorEnvironment
     from dqn.model.agent import reinitialize_q_networks
     from dqn.model.exploration import HeldRandomActions
@@ -127,20 +126,20 @@ def run_seed(seed: int, args: argparse.Namespace) -> dict:
     from dqn.model.graph_policy import batched_actions
     from dqn.model.schedules import epsilon_at
     from dqn.replay_layout.items import ItemShape
-    from dqn.replay_layout.tables import DEFAULT_SAMPLES_PER_INSERT
     from dqn.replay_layout.unpack import close_episode_ends
+    from dqn.resolve import resolve_settings, run_env_specs
     from dqn.settings.config import LocalConfig
     from dqn.settings.loading import resolve
     from evaluator.evaluate import confirmation_seed, make_episodes
     from evaluator.reset_rule import FallbackResetRule
 
-    # The service's learner decides advantage learning from the env when left at auto: so does the model.
-    config = resolve_action_gap_alpha(resolve(LocalConfig, flags={**args.flags, "seed": str(seed)}, environ={}))
+    # The service resolves its auto settings from the env once per run: so does the model.
+    config = resolve_settings(resolve(LocalConfig, flags={**args.flags, "seed": str(seed)}, environ={}))
     tf.random.set_seed(seed)
     rng = np.random.default_rng(seed)
     # acting = the actors' lagged copy of the weights
-    learner_builder = DqnBuilder(config)
-    learner, acting = learner_builder.agent, DqnBuilder(config).agent
+    learner_builder = DqnBuilder(config, run_env_specs(config))
+    learner, acting = learner_builder.agent, DqnBuilder(config, run_env_specs(config)).agent
 
     def publish() -> None:
         for source, target in zip(learner.policy_variables, acting.policy_variables, strict=True):
@@ -159,7 +158,7 @@ def run_seed(seed: int, args: argparse.Namespace) -> dict:
     ring = StepRing(config.replay_max_size, num_envs, env.observation_spec().shape, shape.sequence_length,
                     run_past_episode_end, rng, shape.envs_per_item)
     # Auto (none) is the default ratio for the cheap envs this simulates (it rises only for slow envs).
-    ratio = DEFAULT_SAMPLES_PER_INSERT if config.samples_per_insert is None else config.samples_per_insert
+    ratio = config.samples_per_insert
     env_steps_per_train_step = config.train_batch_size() / ratio if ratio else num_envs
     if run_past_episode_end:  # what the learner's dataset does to these windows
         train = tf.function(lambda items: learner.agent.train(close_episode_ends(items, config.gamma)),

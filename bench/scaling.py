@@ -75,9 +75,9 @@ def aggregate_rate(num_actors: int, seconds: float, num_envs: int | None) -> tup
     """(transitions/s into the table with `num_actors` actors, peak RSS by role, num_envs used)."""
     import reverb
 
-    from dqn.builder import DqnBuilder
     from dqn.remote.weights_wire import publish_weights
     from dqn.replay_layout.items import ItemShape
+    from dqn.resolve import resolved_builder
     from dqn.settings.config import ActorConfig
 
     root = tempfile.mkdtemp(prefix="bench-scaling-")
@@ -86,7 +86,7 @@ def aggregate_rate(num_actors: int, seconds: float, num_envs: int | None) -> tup
         rss.watch("replay server", server_pid)
         client = reverb.Client(address)
         config = ActorConfig(root_dir=root, replay_address=address)
-        publish_weights(client, [v.numpy() for v in DqnBuilder(config).agent.policy_variables], train_step=0)
+        publish_weights(client, [v.numpy() for v in resolved_builder(config).agent.policy_variables], train_step=0)
         actors = [start_actor(address, root, i, num_envs) for i in range(num_actors)]
         try:
             for i, actor in enumerate(actors):

@@ -2,22 +2,18 @@
 
 The way Acme's `DQNBuilder` does it: every role asks the builder for what it needs (the agent, the replay tables,
 the actor's writer, the learner's dataset, the collect and evaluation policies), and the builder derives each from
-the same two inputs, so the roles agree without reading each other's files and may start in any order.
+the same two inputs, so the roles agree without reading each other's files and may start in any order. The
+settings come resolved (dqn/resolve.py: nothing left at auto) and the builder never plays the env.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import functools
-import logging
 
 import reverb
 import tensorflow as tf
 
-from dqn.envs.hidden_state import resolve_observation_history
-from dqn.envs.image_codes import resolve_image_encoding
-from dqn.envs.making import EnvOptions, env_specs
-from dqn.envs.random_play import measure_step_seconds
+from dqn.envs.making import EnvOptions, EnvSpecs
 from dqn.envs.vector_env import GymnasiumVectorEnvironment
 from dqn.model.agent import AgentBundle, build_agent
 from dqn.model.collect_policy import (
@@ -29,31 +25,26 @@ from dqn.model.collect_policy import (
 )
 from dqn.model.exploration import HeldRandomActions
 from dqn.model.graph_policy import GraphQNetwork
-from dqn.model.networks import check_network_input
 from dqn.model.numpy_policy import HostQNetwork
 from dqn.remote.replay_client import check_signatures
 from dqn.replay_layout import dataset
 from dqn.replay_layout.layout import ReplayLayout
-from dqn.replay_layout.tables import DEFAULT_SAMPLES_PER_INSERT, auto_samples_per_insert
 from dqn.settings.config import CommonConfig
-
-log = logging.getLogger(__name__)
 
 
 class DqnBuilder:
-    """Makes every part of a run from `config` (any role's settings) and the spec of its env.
+    """Makes every part of a run from `config` (any role's settings, resolved) and the specs of its env.
 
-    The env is made once here to read its spaces; the agent is built on first use and then shared.
+    The agent is built on first use and then shared.
     """
 
-    def __init__(self, config: CommonConfig):
-        config = resolve_observation_history(config)  # shapes the env's observation: decided before anything
+    def __init__(self, config: CommonConfig, specs: EnvSpecs):
+        if unresolved := config.unresolved():
+            raise ValueError(f"settings {', '.join(unresolved)} are still auto: resolve them first "
+                             "(dqn.resolve.resolve_settings)")
+        self.config = config
         self.env_options = EnvOptions.from_config(config)
-        self.observation_spec, self.action_spec, self.reward_threshold = env_specs(config.env_id, self.env_options)
-        check_network_input(config, self.observation_spec)
-        # Settings the env decides when left at auto and every role must agree on (they shape the network).
-        self.config = dataclasses.replace(
-            config, image_encoding=resolve_image_encoding(config, self.observation_spec, self.env_options))
+        self.observation_spec, self.action_spec, self.reward_threshold = specs
         self.layout = ReplayLayout.from_config(config)
         self._hold_states: dict[tuple[int, int], HeldRandomActions] = {}
 
@@ -71,25 +62,9 @@ class DqnBuilder:
         """Table name -> signature of the replay, variables and requests tables."""
         return self.layout.signatures(self.replay_item_step_spec, self.agent.policy_variables)
 
-    @functools.cached_property
-    def samples_per_insert(self) -> float:
-        """config.samples_per_insert, or with auto (none) the ratio the env's measured step cost calls for."""
-        config = self.config
-        if config.samples_per_insert is not None:
-            return config.samples_per_insert
-        try:
-            step_s = measure_step_seconds(config.env_id, self.env_options, config.env_call_timeout_s, seed=config.seed)
-        except Exception as error:  # noqa: BLE001 - the user's env; the actors report its faults where they matter
-            log.warning("samples_per_insert auto: timing the env failed (%s: %s); using %g", type(error).__name__,
-                        error, DEFAULT_SAMPLES_PER_INSERT)
-            return DEFAULT_SAMPLES_PER_INSERT
-        ratio = auto_samples_per_insert(step_s)
-        log.info("samples_per_insert auto: %g (an env step takes %.3g ms)", ratio, step_s * 1e3)
-        return ratio
-
     def make_tables(self) -> list[reverb.Table]:
         """The Reverb tables the replay server serves."""
-        return self.layout.make_tables(self.table_signatures(), self.samples_per_insert)
+        return self.layout.make_tables(self.table_signatures(), self.config.samples_per_insert)
 
     def check_server_tables(self, client: reverb.Client, role: str) -> None:
         """Refuses (SpecMismatch) a server whose tables were built for other settings than this role's."""

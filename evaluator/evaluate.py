@@ -38,7 +38,6 @@ import tensorflow as tf
 
 from dqn.builder import DqnBuilder
 from dqn.envs.atari import is_atari
-from dqn.envs.hidden_state import resolve_observation_history
 from dqn.envs.making import EnvOptions, registered_episode_limit
 from dqn.model.flat_weights import FlatWeights
 from dqn.process.health import start_health
@@ -48,6 +47,7 @@ from dqn.remote.replay_client import wait_for_server
 from dqn.remote.reset_requests import ResetRequestSender
 from dqn.remote.weights_puller import WeightsPuller
 from dqn.remote.weights_wire import PublishedWeights
+from dqn.resolve import run_env_specs
 from dqn.settings.config import EvaluatorConfig, role_dir
 from evaluator.best import BestPolicy
 from evaluator.episodes import PolicyEpisodes, make_episode_runner
@@ -73,7 +73,7 @@ def evaluation_protocol(config: EvaluatorConfig) -> tuple[float, EnvOptions]:
     epsilon = config.eval_epsilon
     if epsilon is None:
         epsilon = ATARI_EVAL_EPSILON if atari else 0.0
-    options = EnvOptions.from_config(resolve_observation_history(config)).for_evaluation()
+    options = EnvOptions.from_config(config).for_evaluation()
     cap = config.eval_max_episode_steps
     if not cap and atari:  # Nature DQN's 5 minutes, or the training cap where that is shorter
         cap = min(filter(None, (ATARI_EVAL_FRAMES // config.atari_frame_skip, options.max_episode_steps)))
@@ -146,7 +146,7 @@ class Evaluator:
     @classmethod
     def connect(cls, config: EvaluatorConfig, stop_requested: Callable[[], bool]) -> Evaluator:
         """Waits for the replay server, then builds the episodes, the weights puller and the best policy."""
-        builder = DqnBuilder(config)
+        builder = DqnBuilder(config, run_env_specs(config))
         client = wait_for_server(config.replay_address, wait_s=config.connect_timeout_s,
                                  call_timeout_s=config.rpc_timeout_s)
         builder.check_server_tables(client, role="evaluator")

@@ -26,6 +26,9 @@ from dqn.settings import loading as config_loading  # noqa: E402
 from dqn.settings.config import ALL_CONFIG_CLASSES, actor_dir, role_dir  # noqa: E402
 from launcher.roles import ROLES, load_entry  # noqa: E402
 
+#: Roles that resolve the run's auto settings themselves (dqn/resolve.py); every other role adopts the run's.
+RESOLVING_ROLES = ("local", "replay-server")
+
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dqn-service", description="Distributed actor-learner DQN service.")
@@ -57,6 +60,8 @@ def _parser() -> argparse.ArgumentParser:
     shown.add_argument("--json", metavar="ROLE", choices=sorted(ROLES),
                        help="ROLE's settings resolved from defaults, --config FILE and DQN_* variables, as JSON")
     config.add_argument("--config", dest="config_file", metavar="FILE.json", help="JSON file of settings")
+    config.add_argument("--resolved", action="store_true", help="with --json: also decide the settings left at auto "
+                        "from the env, as a run would (plays the env once at random)")
     return parser
 
 
@@ -86,6 +91,12 @@ def _print_config(args: argparse.Namespace) -> int:
     try:
         flags = {"config_file": args.config_file} if args.config_file else {}
         config = load_config(ROLES[args.json].config_class, flags)
+        if args.resolved:
+            from dqn.process.runtime import setup_logging
+            from dqn.resolve import resolve_settings
+
+            setup_logging("config")  # each auto setting says in one line what it chose and why
+            config = resolve_settings(config)
     except ServiceError as error:
         print(f"dqn-service config: error: {error}", file=sys.stderr)
         return error.exit_code
@@ -126,20 +137,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             from launcher.forked import start_forkserver
 
             start_forkserver()
-        from dqn.envs.hidden_state import resolve_observation_history
-        from dqn.envs.idle_actions import resolve_action_gap_alpha
-        from dqn.envs.making import EnvOptions, env_specs
-        from dqn.model.networks import check_network_input  # imports TensorFlow
         if getattr(config, "actor_id", 0) < 0:  # replicas share one config: give each a stable id of its own
             config = dataclasses.replace(config, actor_id=config.resolved_actor_id())
-        # Unknown id, unsupported spaces or a network that does not fit them fail here, before anything starts.
         setup_logging(args.command)  # before auto settings are decided: each says in one line what it chose
-        config = resolve_observation_history(config)
-        if args.command in ("learner", "local"):  # only the learner's targets use it: recorded in its config.json
-            config = resolve_action_gap_alpha(config)
-        observation_spec, _, _ = env_specs(config.env_id, EnvOptions.from_config(config))
-        check_network_input(config, observation_spec)
-        config_loading.write_config(config, config.path(*role_subdir(args.command, config), "config.json"))
+        if args.command not in RESOLVING_ROLES:
+            from dqn.resolve import adopt_from_server
+
+            config = adopt_from_server(config)
+            config_loading.write_config(config, config.path(*role_subdir(args.command, config), "config.json"))
         return int(load_entry(role.entry)(config) or 0)
     except ServiceError as error:
         print(f"dqn-service {args.command}: error: {error}", file=sys.stderr)

@@ -20,12 +20,9 @@ import time
 
 import portpicker
 
-from dqn.envs.hidden_state import resolve_observation_history
-from dqn.envs.idle_actions import resolve_action_gap_alpha
-from dqn.envs.image_codes import resolve_image_encoding
-from dqn.envs.making import EnvOptions, env_specs
 from dqn.process.progress import read_progress
 from dqn.process.runtime import StopSignal
+from dqn.resolve import resolve_run, run_env_specs
 from dqn.settings import loading as config_loading
 from dqn.settings.config import LocalConfig, actor_dir, role_dir
 from launcher.forked import ForkedRole
@@ -271,12 +268,9 @@ def solves(evaluation: dict | None, target: float | None) -> bool:
 def run(config: LocalConfig) -> int:
     """Runs the local topology to completion; returns the exit code."""
     stop = StopSignal()
-    config = resolve_action_gap_alpha(resolve_observation_history(config))
-    options = EnvOptions.from_config(config)
-    observation_spec, _, reward_threshold = env_specs(config.env_id, options)
-    target = config.resolved_target_return(reward_threshold)
-    # Settings the env decides at auto shape the network: decided once here, every role gets the answer.
-    config = dataclasses.replace(config, image_encoding=resolve_image_encoding(config, observation_spec, options))
+    # The run's auto settings, decided once before any role starts: every role is handed the same values.
+    config = resolve_run(config, config.path("config.json"))
+    target = config.resolved_target_return(run_env_specs(config).reward_threshold)
     topology = Topology(config)
     started = time.monotonic()
     topology.start()

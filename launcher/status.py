@@ -11,8 +11,10 @@ import reverb
 from dqn.process.health import check
 from dqn.process.progress import read_progress
 from dqn.remote.replay_client import server_info
+from dqn.remote.run_settings import fetch_run_settings
 from dqn.remote.weights_puller import fetch_weights
 from dqn.replay_layout.items import REPLAY_TABLE, VARIABLES_TABLE
+from dqn.settings.config import AUTO_FROM_ENV
 
 
 def _counts(info) -> tuple[int, int]:
@@ -48,9 +50,24 @@ def print_status(replay_address: str, health: dict[str, str], timeout_s: float, 
               f"{(inserts1 - inserts0) / interval_s:>9.1f} {(samples1 - samples0) / interval_s:>9.1f}")
     weights = fetch_weights(replay_address, timeout_s) if second[VARIABLES_TABLE].current_size else None
     print(f"latest published train step: {weights.train_step if weights is not None else 'none yet'}")
+    print_run_settings(client, timeout_s)
     for name, address in sorted(health.items()):
         print(f"{name:<16} {address:<24} {check(address, timeout_s)}{_checkpoint_note(address, timeout_s)}")
     return 0
+
+
+def print_run_settings(client: reverb.Client, timeout_s: float) -> None:
+    """The run's settings decided from its env (dqn/resolve.py), as the replay server publishes them."""
+    try:
+        settings = fetch_run_settings(client, timeout_s)
+    except Exception as error:  # noqa: BLE001 - the rest of the status is still worth printing
+        print(f"run settings: not readable ({type(error).__name__})")
+        return
+    if settings is None:
+        print("run settings: not published yet")
+        return
+    decided = ", ".join(f"{name} {settings.get(name)}" for name in AUTO_FROM_ENV)
+    print(f"run settings: env {settings.get('env_id')}, seed {settings.get('seed')}; decided from the env: {decided}")
 
 
 def _checkpoint_note(address: str, timeout_s: float) -> str:

@@ -21,7 +21,6 @@ from tf_agents.policies import policy_saver
 from tf_agents.utils import common
 
 from dqn.builder import DqnBuilder
-from dqn.envs.idle_actions import resolve_action_gap_alpha
 from dqn.model.agent import AgentBundle, reinitialize_q_networks
 from dqn.model.flat_weights import FlatWeights
 from dqn.model.networks import fast_bfloat16, resolved_compute_dtype
@@ -36,6 +35,7 @@ from dqn.remote.replay_client import wait_for_server
 from dqn.remote.reset_requests import ResetRequestWatcher
 from dqn.remote.weights_publisher import WeightsPublisher
 from dqn.replay_layout.items import REPLAY_TABLE
+from dqn.resolve import run_env_specs
 from dqn.settings.config import LearnerConfig, role_dir
 from learner.checkpoints import LearnerCheckpoints
 from learner.feed import StagedBatches
@@ -107,9 +107,8 @@ class Learner:
     """Owns the agent, its checkpoints and the train loop; `run()` returns the exit code."""
 
     def __init__(self, config: LearnerConfig):
-        config = resolve_action_gap_alpha(config)  # the TD targets' shape: decided before the agent is built
         self.config = config
-        self.builder = DqnBuilder(config)
+        self.builder = DqnBuilder(config, run_env_specs(config))
         self.bundle = self.builder.agent
         self.layout = self.builder.layout
         self.directory = config.path(role_dir("learner"))  # summaries, progress file, checkpoints/, policy/

@@ -22,7 +22,9 @@ from dqn.process.progress import write_progress
 from dqn.process.runtime import StopSignal, ensure_port_free, exit_if_teardown_hangs, free_space, release_free_heap
 from dqn.process.summaries import GraphScalars
 from dqn.remote.replay_client import server_info
+from dqn.remote.run_settings import publish_run_settings
 from dqn.replay_layout.items import REPLAY_TABLE, VARIABLES_TABLE
+from dqn.resolve import resolve_run, run_env_specs
 from dqn.settings.config import ReplayServerConfig, role_dir
 from replay_server.recovery import (
     complete_checkpoints,
@@ -202,11 +204,13 @@ def serve(config: ReplayServerConfig) -> int:
     """Runs the replay server until SIGTERM/SIGINT; returns the process exit code."""
     stop = StopSignal()
     ensure_port_free(config.port)
-    builder = DqnBuilder(config)
+    # The run's settings are decided here when roles start apart (and by `local` before it starts this server).
+    config = resolve_run(config, config.path(role_dir("replay-server"), "config.json"))
+    builder = DqnBuilder(config, run_env_specs(config))
     server, tables = start_reverb(config, builder)
     client = reverb.Client(f"localhost:{server.port}")
     info = server_info(client, config.rpc_timeout_s)
-    mismatches = table_mismatches(tables, info, auto_ratio=config.samples_per_insert is None)
+    mismatches = table_mismatches(tables, info)
     if mismatches:
         server.stop()
         raise RestoreMismatch(
@@ -216,6 +220,7 @@ def serve(config: ReplayServerConfig) -> int:
     envs_per_item = builder.layout.envs_per_item
     log.info("replay server on port %d (checkpoints in %s; replay items of %d env(s) each); restored %s",
              server.port, config.resolved_checkpoint_dir(), envs_per_item, format_stats(info))
+    publish_run_settings(client, config, config.rpc_timeout_s)
     health = start_health(config.health_port, "replay-server")
     health.set(True)
     scheduler = CheckpointScheduler(client, config, stop, health)

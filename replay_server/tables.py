@@ -7,12 +7,12 @@ from typing import Any
 import reverb
 
 
-def table_mismatches(expected: list[reverb.Table], running: dict[str, Any], auto_ratio: bool = False) -> list[str]:
+def table_mismatches(expected: list[reverb.Table], running: dict[str, Any]) -> list[str]:
     """Differences between the configured tables and what the server runs (after a restore).
 
-    Reverb silently keeps a checkpoint's table config (size, limiter, signature); this makes it visible. With
-    `auto_ratio` (samples_per_insert auto) the checkpoint's ratio is kept: it was measured for the same env, and a
-    second measurement may round the other way.
+    Reverb silently keeps a checkpoint's table config (size, limiter, signature); this makes it visible. Auto
+    settings do not drift between starts of a run: the replay server keeps what the run decided first
+    (`dqn.resolve.resolve_run`).
     """
     problems = []
     for table in expected:
@@ -29,7 +29,7 @@ def table_mismatches(expected: list[reverb.Table], running: dict[str, Any], auto
         if info.sampler_options != expected_info.sampler_options:
             problems.append(f"{table.name}.sampler is {_sampler_name(info)} in the checkpoint, "
                             f"{_sampler_name(expected_info)} in the config")
-        for key in ("min_size_to_sample",) if auto_ratio else ("samples_per_insert", "min_size_to_sample"):
+        for key in ("samples_per_insert", "min_size_to_sample"):
             got = getattr(info.rate_limiter_info, key)
             want = getattr(expected_info.rate_limiter_info, key)
             if abs(got - want) > 1e-9:

@@ -81,9 +81,9 @@ def make_dataset(config):
 
     The learner applies the same `finish_batch` inside its feed's staging call (learner/feed.py) instead of a map.
     """
-    from dqn.builder import DqnBuilder
+    from dqn.resolve import resolved_builder
 
-    builder = DqnBuilder(config)
+    builder = resolved_builder(config)
     return builder.make_dataset().map(builder.layout.finish_batch())
 
 
@@ -95,3 +95,17 @@ def fill_and_count(address: str, steps: int, num_envs: int = 16) -> int:
 
     fill_replay(address, steps, num_envs=num_envs)
     return reverb.Client(address).server_info(timeout=10)[REPLAY_TABLE].current_size
+
+
+#: Every setting the resolve step decides, explicit: `auto_setting` leaves one of them at auto.
+EXPLICIT_AUTO_SETTINGS = {"observation_history": 1, "image_encoding": "scaled", "action_gap_alpha": 0.0,
+                          "samples_per_insert": 4.0}
+
+
+def auto_setting(env_id: str, name: str, **settings):
+    """What the resolve step (dqn/resolve.py) decides for setting `name` of `env_id`, the others explicit."""
+    from dqn.resolve import resolve_settings
+    from dqn.settings.config import CommonConfig
+
+    explicit = {key: value for key, value in EXPLICIT_AUTO_SETTINGS.items() if key != name}
+    return getattr(resolve_settings(CommonConfig(env_id=env_id, **{**explicit, **settings})), name)

@@ -9,16 +9,11 @@ a second of seeded random play shows none that high (an Atari frame shows one at
 
 from __future__ import annotations
 
-import logging
-
 import numpy as np
 import tensorflow as tf
 
-from dqn.envs.making import EnvOptions
-from dqn.envs.random_play import largest_value
+from dqn.envs.random_play import PlayedStep
 from dqn.envs.spaces import is_image
-
-log = logging.getLogger(__name__)
 
 #: Integer image values below this can be category codes; a code image gets this many one-hot channels per channel.
 CODE_DEPTH = 16
@@ -30,31 +25,38 @@ def is_integer_image(spec) -> bool:
             and float(np.min(spec.minimum)) >= 0 and float(np.max(spec.maximum)) > 1)
 
 
-def resolve_image_encoding(config, observation_spec, options: EnvOptions) -> str:
-    """"scaled" or "one-hot": `config.image_encoding`, with auto decided from the spec or from random play.
+class LargestImageValues:
+    """The largest value random play shows in the integer image parts of an observation spec."""
 
-    Random play is seeded with `config.seed`, so every role of a run decides alike (`local` decides once for all);
-    where it fails, auto falls back to scaled with a warning.
+    def __init__(self, observation_spec):
+        self._picked = [is_integer_image(spec) for spec in tf.nest.flatten(observation_spec)]
+        self.largest = 0
+
+    @property
+    def watching(self) -> bool:
+        """Whether the spec has integer image parts at all."""
+        return any(self._picked)
+
+    def see(self, step: PlayedStep) -> None:
+        """Keeps the largest value of the step's integer image parts."""
+        if self.largest >= CODE_DEPTH or not self.watching:
+            return  # a frame of pixels shows a value far above any category code at its first reset
+        parts = [part for part, keep in zip(tf.nest.flatten(step.observation), self._picked, strict=True) if keep]
+        self.largest = max([self.largest, *(int(np.max(part)) for part in parts)])
+
+
+def image_encoding_for(observation_spec, play: LargestImageValues | None) -> tuple[str, str | None]:
+    """("scaled" or "one-hot", why) for auto: from the spec where its bounds tell, else from what random play showed.
+
+    `why` is None where nothing needed deciding (no integer image part); `play` None means random play failed.
     """
-    if config.image_encoding != "auto":
-        return config.image_encoding
-    picked = [is_integer_image(spec) for spec in tf.nest.flatten(observation_spec)]
-    images = [spec for spec, keep in zip(tf.nest.flatten(observation_spec), picked, strict=True) if keep]
+    images = [spec for spec in tf.nest.flatten(observation_spec) if is_integer_image(spec)]
     if not images:
-        return "scaled"
+        return "scaled", None
     if max(float(np.max(spec.maximum)) for spec in images) < CODE_DEPTH:
-        return "one-hot"
-
-    def image_parts(observation) -> list:
-        return [part for part, keep in zip(tf.nest.flatten(observation), picked, strict=True) if keep]
-
-    try:
-        largest = largest_value(config.env_id, options, config.env_call_timeout_s, image_parts, CODE_DEPTH,
-                                seed=config.seed)
-    except Exception as error:  # noqa: BLE001 - the user's env; the actors report its faults where they matter
-        log.warning("image_encoding auto: random play failed (%s: %s); using scaled", type(error).__name__, error)
-        return "scaled"
-    encoding = "one-hot" if largest < CODE_DEPTH else "scaled"
-    seen = str(largest) if largest < CODE_DEPTH else f"{CODE_DEPTH} or more"
-    log.info("image_encoding auto: %s (random play showed integer image values up to %s)", encoding, seen)
-    return encoding
+        return "one-hot", f"the integer image's bounds allow only values below {CODE_DEPTH}"
+    if play is None:
+        return "scaled", "random play failed"
+    if play.largest < CODE_DEPTH:
+        return "one-hot", f"random play showed integer image values up to {play.largest}"
+    return "scaled", f"random play showed integer image values of {CODE_DEPTH} or more"

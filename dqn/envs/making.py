@@ -10,7 +10,7 @@ import dataclasses
 import functools
 import importlib
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import gymnasium as gym
 from tf_agents.specs import array_spec
@@ -43,12 +43,12 @@ class EnvOptions:
     def from_config(cls, config: Any, **overrides: Any) -> EnvOptions:
         """The options held by a config (its fields of the same names), with `overrides` in their place.
 
-        Settings the env decides at auto must be decided first (`resolve_observation_history`).
+        Settings the env decides at auto must be decided first (`dqn.resolve.resolve_settings`).
         """
         options = {f.name: getattr(config, f.name) for f in dataclasses.fields(cls)} | overrides
         if options["observation_history"] is None:
             raise ValueError("observation_history auto must be resolved before the env is made "
-                             "(dqn.envs.hidden_state.resolve_observation_history)")
+                             "(dqn.resolve.resolve_settings)")
         return cls(**options)
 
     def for_evaluation(self) -> EnvOptions:
@@ -128,9 +128,16 @@ def registered_episode_limit(env_id: str) -> int | None:
         return None
 
 
+class EnvSpecs(NamedTuple):
+    """What the roles need of an env before they build anything: its preprocessed spaces as specs, its threshold."""
+
+    observation: object  # an array spec, or a nest of them
+    action: array_spec.BoundedArraySpec
+    reward_threshold: float | None
+
+
 @functools.lru_cache(maxsize=32)
-def env_specs(env_id: str, options: EnvOptions = DEFAULT_OPTIONS
-              ) -> tuple[array_spec.BoundedArraySpec, array_spec.BoundedArraySpec, float | None]:
+def env_specs(env_id: str, options: EnvOptions = DEFAULT_OPTIONS) -> EnvSpecs:
     """(observation spec, action spec, reward threshold) of an env id as wrapped by `options`, validated.
 
     Built once per process and (id, options) pair; pass `EnvOptions.from_config(config)` so every role
@@ -138,6 +145,7 @@ def env_specs(env_id: str, options: EnvOptions = DEFAULT_OPTIONS
     """
     env = make_gym_env(env_id, options)
     try:
-        return observation_spec(env.observation_space), action_spec(env.action_space), env.spec.reward_threshold
+        return EnvSpecs(observation_spec(env.observation_space), action_spec(env.action_space),
+                        env.spec.reward_threshold)
     finally:
         env.close()

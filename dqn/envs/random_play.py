@@ -1,26 +1,27 @@
-"""What a second of random play shows of the user's env before training: its step cost, its image values, its dynamics.
+"""One seeded bout of random play before training: what the env shows of itself that the auto settings follow.
 
-Four settings follow from it when left at auto. A slow env (a driving simulator at 20 ms a step) leaves the learner
-idle at the default replay ratio, so `samples_per_insert` rises with the step cost (`auto_samples_per_insert`).
-An integer image whose values stay small although its Box allows 0-255 is a grid of category codes (MiniGrid's
-object, colour and state indices): `image_encoding` one-hot encodes such codes (dqn/model/encoders.py). A vector
-observation that misses part of the state (a velocity) gets an `observation_history` (dqn/envs/hidden_state.py).
-An action that mostly changes nothing and earns nothing widens the action gap (dqn/envs/idle_actions.py).
+A run plays its env once (`probe_env`) and hands every step to each rule's observer: the step cost for the replay
+ratio (`StepTimes`, dqn/replay_layout/replay_ratio.py), the integer image values for `image_encoding`
+(dqn/envs/image_codes.py), the transitions for `observation_history` (dqn/envs/hidden_state.py) and the actions
+that change nothing for `action_gap_alpha` (dqn/envs/idle_actions.py). The resolve step (dqn/resolve.py) is the
+only caller, so a run plays its env at most once however many settings are left at auto.
 
-Random play is seeded (the env's reset and its action space), so every role of a run that plays it sees the same.
+The play is seeded (the env's reset and its action space), so two probes of the same env see the same steps.
 """
 
 from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable, Iterator
-from typing import NamedTuple
-
-import numpy as np
+from collections.abc import Iterable, Iterator
+from typing import NamedTuple, Protocol
 
 from dqn.envs.call_timer import EnvCallTimer
 from dqn.envs.making import EnvOptions, make_gym_env
+
+#: Random-play steps and seconds (from the first reset) the probe spends at most; it stops at whichever comes first.
+PROBE_STEPS = 3000
+PROBE_BUDGET_S = 2.0
 
 
 class PlayedStep(NamedTuple):
@@ -33,12 +34,20 @@ class PlayedStep(NamedTuple):
     terminated: bool = False
 
 
-def random_play(env_id: str, options: EnvOptions, call_limit_s: float, seed: int, budget_s: float,
-                max_steps: int) -> Iterator[PlayedStep]:
+class PlayObserver(Protocol):
+    """What a rule keeps of random play: it sees every step, in order."""
+
+    def see(self, step: PlayedStep) -> None:
+        """Takes one reset or step."""
+
+
+def random_play(env_id: str, options: EnvOptions, call_limit_s: float, seed: int, budget_s: float = PROBE_BUDGET_S,
+                max_steps: int = PROBE_STEPS) -> Iterator[PlayedStep]:
     """Each reset's and step's observation (with the step's seconds and action), for `max_steps` steps or `budget_s`.
 
-    Every call into the env runs under `call_limit_s` (EnvCallTimeout past it); the env is closed when the
-    iterator is exhausted or closed.
+    Every call into the env runs under `call_limit_s` (EnvCallTimeout past it); the budget's clock starts at the
+    first reset, because a simulator that is slow to make is not slow to step. The env is closed when the iterator
+    is exhausted or closed.
     """
     env = make_gym_env(env_id, options)
     timer = EnvCallTimer(call_limit_s)
@@ -71,33 +80,33 @@ def random_play(env_id: str, options: EnvOptions, call_limit_s: float, seed: int
         env.close()
 
 
-def measure_step_seconds(env_id: str, options: EnvOptions, call_limit_s: float, budget_s: float = 1.0,
-                         max_steps: int = 200, seed: int = 0) -> float:
-    """The median wall time of one `step` of random play (resets excluded), within about `budget_s`.
-
-    The median, not the mean: roles start together, and a step the scheduler preempts would count the other
-    processes' start-up as the env's cost.
-    """
-    play = random_play(env_id, options, call_limit_s, seed, budget_s, max_steps)
-    try:
-        return statistics.median(step.seconds for step in play if step.seconds is not None)
-    finally:
-        play.close()
-
-
-def largest_value(env_id: str, options: EnvOptions, call_limit_s: float, parts: Callable[[object], list],
-                  stop_at: int, budget_s: float = 1.0, max_steps: int = 1000, seed: int = 0) -> int:
-    """The largest value random play shows in the arrays `parts(observation)` picks, or `stop_at` once one reaches it.
-
-    Stops early: an Atari frame shows a value far above any category code at its first reset.
-    """
-    largest = 0
+def probe_env(env_id: str, options: EnvOptions, call_limit_s: float, seed: int, observers: Iterable[PlayObserver],
+              budget_s: float = PROBE_BUDGET_S, max_steps: int = PROBE_STEPS) -> None:
+    """Plays the env once at random and shows every step to each observer (errors of the env propagate)."""
+    observers = list(observers)
     play = random_play(env_id, options, call_limit_s, seed, budget_s, max_steps)
     try:
         for step in play:
-            largest = max([largest, *(int(np.max(part)) for part in parts(step.observation))])
-            if largest >= stop_at:
-                return stop_at
-        return largest
+            for observer in observers:
+                observer.see(step)
     finally:
         play.close()
+
+
+class StepTimes:
+    """The wall time of each step of random play (resets excluded)."""
+
+    def __init__(self):
+        self.seconds: list[float] = []
+
+    def see(self, step: PlayedStep) -> None:
+        """Keeps a step's seconds."""
+        if step.seconds is not None:
+            self.seconds.append(step.seconds)
+
+    def median(self) -> float | None:
+        """The median step time, or None if no step was played.
+
+        The median, not the mean: a step the scheduler preempts (other processes starting) is not the env's cost.
+        """
+        return statistics.median(self.seconds) if self.seconds else None

@@ -74,8 +74,8 @@ class AdvantageLearningDdqnAgent(_AdvantageLearning, dqn_agent.DdqnAgent):
 def agent_class(config: CommonConfig):
     """The TF-Agents agent class of the settings (plain or double DQN, advantage learning where alpha > 0).
 
-    Alpha shapes only the learner's TD targets, never the variables: roles that do not train build the agent with
-    it left at auto (None) and get the same policy (the learner decides it, `resolve_action_gap_alpha`).
+    Alpha shapes only the learner's TD targets, never the variables: every role builds the same policy whatever it
+    is (the run decides it once, dqn/resolve.py).
     """
     if config.action_gap_alpha:
         chosen = AdvantageLearningDdqnAgent if config.double_dqn else AdvantageLearningDqnAgent

@@ -11,7 +11,7 @@ from typing import Any
 import reverb
 
 from dqn.errors import BadInput, ServiceError
-from dqn.replay_layout.items import REPLAY_TABLE, REQUESTS_TABLE, VARIABLES_TABLE
+from dqn.replay_layout.items import REPLAY_TABLE, REQUESTS_TABLE, RUN_SETTINGS_TABLE, VARIABLES_TABLE
 from dqn.settings.config import CommonConfig
 
 
@@ -39,7 +39,7 @@ def wait_for_server(address: str, wait_s: float, call_timeout_s: float = 5.0) ->
             time.sleep(delay)
             delay = min(delay * 2, 5.0)
             continue
-        expected = (REPLAY_TABLE, VARIABLES_TABLE, REQUESTS_TABLE)
+        expected = (REPLAY_TABLE, VARIABLES_TABLE, REQUESTS_TABLE, RUN_SETTINGS_TABLE)
         if any(name not in info for name in expected):
             raise ReplayUnreachable(f"server at {address} has tables {sorted(info)}, not {'/'.join(expected)}: "
                                     "is it a dqn-service replay server of this version?")

@@ -13,6 +13,10 @@ import dataclasses
 REPLAY_TABLE = "replay"
 VARIABLES_TABLE = "variables"
 REQUESTS_TABLE = "learner_requests"
+#: The run's resolved settings (dqn/resolve.py), published by the replay server and adopted by every other role.
+RUN_SETTINGS_TABLE = "run_settings"
+#: Key of the single item in `run_settings`: the resolved settings as one JSON object.
+RUN_SETTINGS_KEY = "settings_json"
 #: Keys of the single item in the `variables` table.
 POLICY_VARIABLES_KEY = "policy_variables"
 TRAIN_STEP_KEY = "train_step"

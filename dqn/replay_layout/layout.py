@@ -13,7 +13,7 @@ import numpy as np
 from dqn.replay_layout import tables, unpack
 from dqn.replay_layout.env_block_writer import BlockStreams
 from dqn.replay_layout.env_stream_writer import TrajectoryStreams
-from dqn.replay_layout.items import REPLAY_TABLE, REQUESTS_TABLE, VARIABLES_TABLE, ItemShape
+from dqn.replay_layout.items import REPLAY_TABLE, REQUESTS_TABLE, RUN_SETTINGS_TABLE, VARIABLES_TABLE, ItemShape
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,13 +53,14 @@ class ReplayLayout:
         return tables.item_step_spec(self.shape, collect_data_spec)
 
     def signatures(self, item_step_spec, policy_variables: list) -> dict[str, object]:
-        """Table name -> signature: replay items of `item_step_spec` steps, the variables, the requests."""
+        """Table name -> signature: replay items of `item_step_spec` steps and each control table's."""
         return {REPLAY_TABLE: tables.replay_signature(self.shape, item_step_spec),
                 VARIABLES_TABLE: tables.variables_signature(policy_variables),
-                REQUESTS_TABLE: tables.requests_signature()}
+                REQUESTS_TABLE: tables.requests_signature(),
+                RUN_SETTINGS_TABLE: tables.run_settings_signature()}
 
     def make_tables(self, signatures: dict[str, object], samples_per_insert: float) -> list:
-        """The `replay`, `variables` and `learner_requests` Reverb tables with these `signatures`."""
+        """The Reverb tables (replay and control) with these `signatures`."""
         return tables.make_tables(self.config, self.shape, signatures[REPLAY_TABLE], signatures[VARIABLES_TABLE],
                                   samples_per_insert)
 

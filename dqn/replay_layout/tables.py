@@ -15,6 +15,8 @@ from dqn.replay_layout.items import (
     REPLAY_TABLE,
     REQUESTS_TABLE,
     RESET_REQUEST_STEP_KEY,
+    RUN_SETTINGS_KEY,
+    RUN_SETTINGS_TABLE,
     TRAIN_STEP_KEY,
     VARIABLES_TABLE,
     ItemShape,
@@ -51,24 +53,31 @@ def requests_signature() -> dict[str, object]:
     return {RESET_REQUEST_STEP_KEY: tf.TensorSpec((), tf.int64)}
 
 
+def run_settings_signature() -> dict[str, object]:
+    """Signature of the single `run_settings` item: the run's resolved settings as JSON text."""
+    return {RUN_SETTINGS_KEY: tf.TensorSpec((), tf.string)}
+
+
 #: The default replay ratio, and the auto ratio for envs whose step costs less than the learner's share of it.
 DEFAULT_SAMPLES_PER_INSERT = 4.0
 #: The auto ratio's ceiling: past it a slow env's few transitions are replayed so often that DQN mostly fits noise.
 MAX_AUTO_SAMPLES_PER_INSERT = 32.0
-#: Wall seconds the learner spends per sampled transition with the default network on a 2-core box (an SGD step of
-#: 256 samples at ~170 steps/s, docs/performance.md); the auto ratio weighs an env step against it.
-LEARNER_SECONDS_PER_SAMPLE = 25e-6
+#: Env steps cheaper than this keep the default ratio without timing the learner. The rule is for simulators that
+#: take milliseconds a step; classic control, Box2D and grid games step in microseconds, and timing the learner
+#: (building and tracing its train step) would add seconds to every start of theirs.
+SLOW_STEP_SECONDS = 1e-4
 
 
-def auto_samples_per_insert(step_seconds: float) -> float:
-    """The replay ratio for an env whose step takes `step_seconds`.
+def auto_samples_per_insert(step_seconds: float, learner_seconds_per_sample: float | None) -> float:
+    """The replay ratio for an env whose step takes `step_seconds`, with a learner that spends the given time a sample.
 
     As many samples of each transition as the learner can train on while the env makes the next one, rounded
-    down to a power of 2, within [DEFAULT_SAMPLES_PER_INSERT, MAX_AUTO_SAMPLES_PER_INSERT]. Cheap envs (classic
-    control, Box2D, grid games: 5-50 us a step) keep the default, where the learner is the bottleneck; a
-    simulator at milliseconds a step would leave the learner idle at the default.
+    down to a power of 2, within [DEFAULT_SAMPLES_PER_INSERT, MAX_AUTO_SAMPLES_PER_INSERT]. `None` for the learner
+    (not timed: the env step is below SLOW_STEP_SECONDS) keeps the default.
     """
-    affordable = step_seconds / LEARNER_SECONDS_PER_SAMPLE
+    if learner_seconds_per_sample is None:
+        return DEFAULT_SAMPLES_PER_INSERT
+    affordable = step_seconds / learner_seconds_per_sample
     if affordable < 2 * DEFAULT_SAMPLES_PER_INSERT:
         return DEFAULT_SAMPLES_PER_INSERT
     return min(MAX_AUTO_SAMPLES_PER_INSERT, float(2 ** math.floor(math.log2(affordable))))
@@ -104,9 +113,9 @@ def latest_item_table(name: str, signature) -> reverb.Table:
 
 def make_tables(config, shape: ItemShape, replay_item_signature, variables_item_signature,
                 samples_per_insert: float) -> list[reverb.Table]:
-    """The `replay`, `variables` (latest weights) and `learner_requests` (evaluator -> learner) tables.
+    """The `replay`, `variables` (latest weights), `learner_requests` (evaluator -> learner) and `run_settings` tables.
 
-    `replay` samples uniformly or by priority and removes FIFO; the other two hold their latest item only.
+    `replay` samples uniformly or by priority and removes FIFO; the others hold their latest item only.
     """
     replay = reverb.Table(
         name=REPLAY_TABLE,
@@ -118,4 +127,5 @@ def make_tables(config, shape: ItemShape, replay_item_signature, variables_item_
     )
     variables = latest_item_table(VARIABLES_TABLE, variables_item_signature)
     requests = latest_item_table(REQUESTS_TABLE, requests_signature())
-    return [replay, variables, requests]
+    settings = latest_item_table(RUN_SETTINGS_TABLE, run_settings_signature())
+    return [replay, variables, requests, settings]

@@ -30,6 +30,11 @@ def actor_dir(actor_id: int) -> str:
     return f"actor-{actor_id}"
 
 
+#: Settings a run decides from its env when left at auto, and the value that means auto for each. The resolve step
+#: (dqn/resolve.py) decides them once per run; every role then uses exactly those values.
+AUTO_FROM_ENV = {"observation_history": None, "image_encoding": "auto", "action_gap_alpha": None,
+                 "samples_per_insert": None}
+
 #: Transitions per SGD step when batch_size is auto; with an RNN, sequences holding about as many steps.
 AUTO_BATCH_TRANSITIONS = 256
 
@@ -160,6 +165,10 @@ class CommonConfig:
         if self.conv_layer_params is not None and (not self.conv_layer_params or len(self.conv_layer_params) % 3):
             raise ConfigError("conv_layer_params", "needs filters,kernel,stride triples, e.g. 32,8,4,64,4,2,64,3,1; "
                                                    f"got {','.join(map(str, self.conv_layer_params))!r}")
+
+    def unresolved(self) -> list[str]:
+        """The settings still at auto that the resolve step decides from the env (AUTO_FROM_ENV)."""
+        return [name for name, auto in AUTO_FROM_ENV.items() if getattr(self, name) == auto]
 
     def conv_layers(self) -> tuple[tuple[int, int, int], ...] | None:
         """conv_layer_params as TF-Agents' (filters, kernel size, stride) tuples, or None for an MLP."""

@@ -116,7 +116,7 @@ def test_block_priority_is_the_largest_of_its_envs(client):
 @pytest.mark.parametrize("pipeline", ["streams", "as_dataset"])
 def test_learner_unblocks_items_into_rows_paired_with_their_key_and_masks_boundaries(replay_server_factory, pipeline):
     """The learner's batch rows i*E..i*E+E-1 are item i's envs; DqnAgent gives boundary rows no TD error."""
-    from dqn.builder import DqnBuilder
+    from dqn.resolve import resolved_builder
     from dqn.settings.config import LearnerConfig
     from tests.helpers import make_dataset
 
@@ -125,7 +125,7 @@ def test_learner_unblocks_items_into_rows_paired_with_their_key_and_masks_bounda
     fill_replay(server.address, 2_000, num_envs=8, envs_per_item=envs)
     config = dataclasses.replace(LearnerConfig(replay_address=server.address, batch_size=32, envs_per_item=envs),
                                  replay_dataset=pipeline, train_steps_per_call=2)
-    bundle = DqnBuilder(config).agent
+    bundle = resolved_builder(config).agent
     iterator = iter(make_dataset(config))
     seen, boundary_rows = {}, 0
     for _ in range(10):
@@ -145,7 +145,7 @@ def test_learner_unblocks_items_into_rows_paired_with_their_key_and_masks_bounda
 
 def test_learner_feed_stages_the_same_rows_as_the_dataset_gives(replay_server_factory):
     """The feed finishes batches inside its staging call (learner/feed.py): each item's rows equal make_dataset's."""
-    from dqn.builder import DqnBuilder
+    from dqn.resolve import resolved_builder
     from dqn.settings.config import LearnerConfig
     from learner.feed import StagedBatches
     from tests.helpers import make_dataset
@@ -154,7 +154,7 @@ def test_learner_feed_stages_the_same_rows_as_the_dataset_gives(replay_server_fa
     server = replay_server_factory("--samples-per-insert", "0", "--replay-min-size", "40", "--envs-per-item", str(envs))
     fill_replay(server.address, 1_000, num_envs=8, envs_per_item=envs)
     config = LearnerConfig(replay_address=server.address, batch_size=32, envs_per_item=envs)
-    builder = DqnBuilder(config)
+    builder = resolved_builder(config)
     rows_by_key = {}
     iterator = iter(make_dataset(config))
     for _ in range(40):

@@ -10,11 +10,11 @@ from tf_agents.drivers import py_driver
 from tf_agents.policies import random_py_policy
 from tf_agents.replay_buffers import reverb_replay_buffer, reverb_utils
 
-from dqn.builder import DqnBuilder
 from dqn.envs.single_env import GymnasiumEnvironment
 from dqn.remote.weights_puller import WeightsPuller
 from dqn.remote.weights_wire import publish_weights
 from dqn.replay_layout.items import REPLAY_TABLE, VARIABLES_TABLE
+from dqn.resolve import resolved_builder
 from dqn.settings.config import CommonConfig
 from tests.conftest import health_status, run_cli, wait_until
 
@@ -33,7 +33,7 @@ def table_size(address, table=REPLAY_TABLE):
 
 def write_with_tf_agents_observer(address, steps):
     """Collects `steps` random CartPole steps through TF-Agents' own driver + ReverbAddTrajectoryObserver."""
-    bundle = DqnBuilder(CommonConfig(envs_per_item=1)).agent
+    bundle = resolved_builder(CommonConfig(envs_per_item=1)).agent
     env = GymnasiumEnvironment("CartPole-v1", seed=0)
     observer = reverb_utils.ReverbAddTrajectoryObserver(reverb.Client(address), REPLAY_TABLE, sequence_length=2)
     policy = random_py_policy.RandomPyPolicy(env.time_step_spec(), env.action_spec())
@@ -88,7 +88,7 @@ def test_learner_dataset_pairs_each_key_with_its_item(replay_server_factory, pip
 
 def test_signatures_are_identical_in_every_process(replay_server_factory):
     server = replay_server_factory(*NO_LIMITER)
-    builder = DqnBuilder(CommonConfig())  # built here, in the test process, from config alone
+    builder = resolved_builder(CommonConfig())  # built here, in the test process, from config alone
     bundle = builder.agent
     info = reverb.Client(server.address).server_info(timeout=10)
     signatures = builder.table_signatures()
@@ -165,7 +165,7 @@ def test_restored_checkpoint_with_other_config_is_reported(replay_server_factory
 def test_puller_downloads_only_what_was_published_since(replay_server_factory):
     """Readers may ask often: an ask with nothing new published costs no download of the weights."""
     server = replay_server_factory(*NO_LIMITER)
-    bundle = DqnBuilder(CommonConfig()).agent
+    bundle = resolved_builder(CommonConfig()).agent
     client = reverb.Client(server.address)
     variables = [v.numpy() for v in bundle.policy_variables]
 

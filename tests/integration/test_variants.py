@@ -63,11 +63,11 @@ def test_rnn_state_resets_at_every_real_episode_start():
     zero state gives; elsewhere the carried state matters. Episodes end by termination and by truncation."""
     from tf_agents.trajectories import time_step as ts
 
-    from dqn.builder import DqnBuilder
     from dqn.envs.vector_env import GymnasiumVectorEnvironment
+    from dqn.resolve import resolved_builder
     from dqn.settings.config import CommonConfig
 
-    bundle = DqnBuilder(CommonConfig(lstm_size=(8,), fc_layer_params=(16,))).agent
+    bundle = resolved_builder(CommonConfig(lstm_size=(8,), fc_layer_params=(16,))).agent
     policy = bundle.agent.collect_policy
     env = GymnasiumVectorEnvironment("CartPole-v1", 6, seed=4, max_episode_steps=12)
     rng = np.random.default_rng(4)
@@ -155,7 +155,7 @@ def test_restored_uniform_table_with_prioritized_config_is_refused(replay_server
 
 
 def test_roles_started_apart_agree_on_an_auto_observation_history(system_factory, tmp_path):
-    """Each role decides observation_history auto on its own (as on a cluster): all decide 2 for hidden velocities."""
+    """Roles started apart (as on a cluster) take the replay server's decision: 2 for hidden velocities."""
     flags = ("--env-id", "bench.pomdp_envs:CartPoleNoVelocity-v0")
     system = system_factory(*NO_LIMITER, *flags)
     system.shared_flags = flags
@@ -167,5 +167,16 @@ def test_roles_started_apart_agree_on_an_auto_observation_history(system_factory
     for role in ("learner", "actor-0"):
         written = json.loads((tmp_path / "run" / role / "config.json").read_text())
         assert written["observation_history"] == 2, role
+        assert written["samples_per_insert"] == 0.0, role  # the server's flag, adopted by roles that left it at auto
     assert system.roles["learner"].terminate() == 0
     assert system.roles["actor-0"].terminate() == 0
+
+
+def test_a_role_whose_explicit_setting_differs_from_the_runs_is_refused_at_start(system_factory, tmp_path):
+    """The run decided CartPole's history once (1); a learner told 2 would build another network: exit 2, named."""
+    system = system_factory(*NO_LIMITER)
+    result = run_cli("learner", "--root-dir", str(tmp_path / "run"), "--replay-address", system.server.address,
+                     "--observation-history", "2", "--connect-timeout-s", "20")
+    assert result.returncode == 2, result.stderr
+    assert ("observation_history: is 2 here, but the run's settings at the replay server at "
+            f"{system.server.address} say 1") in result.stderr

@@ -6,8 +6,8 @@ import tensorflow as tf
 from tf_agents.agents.dqn import dqn_agent
 from tf_agents.specs import tensor_spec
 
-from dqn.builder import DqnBuilder
 from dqn.model.agent import AdvantageLearningDdqnAgent, AdvantageLearningDqnAgent
+from dqn.resolve import resolved_builder
 from dqn.settings.config import LearnerConfig
 
 GAMMA = 0.99
@@ -16,7 +16,7 @@ GAMMA = 0.99
 def agent_of(alpha: float, double_dqn: bool = False):
     config = LearnerConfig(env_id="CartPole-v1", action_gap_alpha=alpha, double_dqn=double_dqn, gamma=GAMMA,
                            batch_size=8)
-    return DqnBuilder(config).agent.agent
+    return resolved_builder(config).agent.agent
 
 
 def transitions(agent, steps: int = 2):
@@ -65,7 +65,7 @@ def test_the_agent_class_follows_alpha_and_double_dqn():
                                           ({"lstm_size": (8,), "train_sequence_length": 4}, 4)])
 def test_advantage_learning_trains_with_n_step_returns_and_a_recurrent_q_network(extra, steps):
     config = LearnerConfig(env_id="CartPole-v1", action_gap_alpha=0.9, batch_size=8, **extra)
-    agent = DqnBuilder(config).agent.agent
+    agent = resolved_builder(config).agent.agent
     experience = transitions(agent, steps)
     experience = experience._replace(reward=tf.ones_like(experience.reward))
     assert np.isfinite(float(agent.train(experience).loss))

@@ -7,10 +7,10 @@ import pytest
 import tensorflow as tf
 
 from dqn.envs.atari import is_atari
-from dqn.envs.hidden_state import resolve_observation_history
 from dqn.envs.making import EnvOptions, env_specs
 from dqn.envs.single_env import GymnasiumEnvironment
 from dqn.envs.vector_env import GymnasiumVectorEnvironment
+from dqn.resolve import resolve_settings
 from dqn.settings import loading as config_loading
 from dqn.settings.config import ALL_CONFIG_CLASSES, ActorConfig, CommonConfig, LearnerConfig, LocalConfig
 from dqn.settings.loading import ConfigError, resolve
@@ -74,32 +74,32 @@ def test_conv_layer_params_must_be_triples(value):
 
 
 def test_conv_layers_on_vector_observations_are_refused():
-    from dqn.builder import DqnBuilder
+    from dqn.resolve import resolved_builder
 
     with pytest.raises(ConfigError, match=r"--conv-layer-params .*needs image observations.*shape \(4,\)"):
-        DqnBuilder(CommonConfig(conv_layer_params=(32, 8, 4)))
+        resolved_builder(CommonConfig(conv_layer_params=(32, 8, 4)))
 
 
 def test_atari_frames_without_conv_layers_get_the_nature_stack():
-    from dqn.builder import DqnBuilder
+    from dqn.resolve import resolved_builder
 
-    network = DqnBuilder(CommonConfig(env_id=BREAKOUT, fc_layer_params=(8,))).agent.q_network
+    network = resolved_builder(CommonConfig(env_id=BREAKOUT, fc_layer_params=(8,))).agent.q_network
     convs = [layer for layer in network.layers[0].layers if isinstance(layer, tf.keras.layers.Conv2D)]
     assert [(c.filters, c.kernel_size[0], c.strides[0]) for c in convs] == [(32, 8, 4), (64, 4, 2), (64, 3, 1)]
 
 
 def test_conv_layers_that_do_not_fit_the_image_are_refused_naming_the_layer():
-    from dqn.builder import DqnBuilder
+    from dqn.resolve import resolved_builder
 
     with pytest.raises(ConfigError, match=r"--conv-layer-params .*layer 3 \(64,10,1\) needs at least 10x10 but "
                                           r"gets 9x9 from an image of shape \(84, 84, 4\)"):
-        DqnBuilder(CommonConfig(env_id=BREAKOUT, conv_layer_params=(32, 8, 4, 64, 4, 2, 64, 10, 1)))
+        resolved_builder(CommonConfig(env_id=BREAKOUT, conv_layer_params=(32, 8, 4, 64, 4, 2, 64, 10, 1)))
 
 
 def test_conv_agent_takes_uint8_observations():
-    from dqn.builder import DqnBuilder
+    from dqn.resolve import resolved_builder
 
-    bundle = DqnBuilder(resolve(CommonConfig, environ={}, flags={"preset": "breakout"})).agent
+    bundle = resolved_builder(resolve(CommonConfig, environ={}, flags={"preset": "breakout"})).agent
     assert bundle.time_step_spec.observation.dtype.name == "uint8"
     assert bundle.time_step_spec.observation.shape == (84, 84, 4)
     q_values, _ = bundle.agent._q_network(np.full((2, 84, 84, 4), 255, np.uint8))
@@ -139,7 +139,7 @@ def test_max_episode_steps_counts_agent_steps():
 
 
 def test_cartpole_is_made_as_before():
-    options = EnvOptions.from_config(resolve_observation_history(CommonConfig()))  # auto: CartPole is fully observed
+    options = EnvOptions.from_config(resolve_settings(CommonConfig()))  # auto: CartPole is fully observed
     assert options == EnvOptions() and dataclasses.fields(options)
     assert env_specs("CartPole-v1", options) == env_specs("CartPole-v1")
     env = GymnasiumEnvironment("CartPole-v1", seed=0)

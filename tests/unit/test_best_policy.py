@@ -7,10 +7,10 @@ import numpy as np
 import tensorflow as tf
 from tf_agents.trajectories import time_step as ts
 
-from dqn.builder import DqnBuilder
 from dqn.envs.making import EnvOptions
 from dqn.model.flat_weights import FlatWeights
 from dqn.model.policy_export import policy_check, run_env_options
+from dqn.resolve import resolved_builder
 from dqn.settings.config import EvaluatorConfig
 from evaluator.best import BestPolicy
 
@@ -20,7 +20,7 @@ def weights_like(bundle, value: float) -> list[np.ndarray]:
 
 
 def keeper(directory, layers=(8,)):
-    bundle = DqnBuilder(EvaluatorConfig(fc_layer_params=layers)).agent
+    bundle = resolved_builder(EvaluatorConfig(fc_layer_params=layers)).agent
     return bundle, BestPolicy(str(directory), bundle.agent.policy, FlatWeights(bundle.policy_variables))
 
 
@@ -76,7 +76,7 @@ def test_re_checked_policies_are_ranked_by_their_confirmed_return_and_keep_it_ac
 def test_policy_check_plays_the_policy_on_envs_made_as_its_run_made_them(tmp_path):
     config = EvaluatorConfig(env_id="bench.pomdp_envs:CartPoleNoVelocity-v0", observation_history=3,
                              fc_layer_params=(8,))
-    bundle = DqnBuilder(config).agent
+    bundle = resolved_builder(config).agent
     best = BestPolicy(str(tmp_path), bundle.agent.policy, FlatWeights(bundle.policy_variables))
     assert best.offer(100, 50.0, weights_like(bundle, 0.1))
     best.export()

@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 from tf_agents.specs import tensor_spec
 
-from dqn.builder import DqnBuilder
+from dqn.resolve import resolved_builder
 from dqn.settings.config import CommonConfig, LearnerConfig
 from dqn.settings.loading import ConfigError, resolve
 
@@ -15,7 +15,7 @@ SMALL_CONV = dict(env_id="ALE/Breakout-v5", conv_layer_params=(8, 8, 4, 8, 4, 2)
 
 
 def network_and_agent(compute_dtype: str):
-    bundle = DqnBuilder(LearnerConfig(compute_dtype=compute_dtype, batch_size=16, **SMALL_CONV)).agent
+    bundle = resolved_builder(LearnerConfig(compute_dtype=compute_dtype, batch_size=16, **SMALL_CONV)).agent
     return bundle.agent._q_network, bundle.agent
 
 

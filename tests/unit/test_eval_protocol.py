@@ -1,12 +1,14 @@
 """Evaluation protocol: Nature DQN's epsilon 0.05 and 5-minute cap on Atari, greedy elsewhere (real envs)."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 import tensorflow as tf
 
 import tests.user_envs  # noqa: F401 - registers the user envs
-from dqn.builder import DqnBuilder
 from dqn.model.flat_weights import FlatWeights
+from dqn.resolve import resolved_builder
 from dqn.settings.config import EvaluatorConfig
 from dqn.settings.loading import ConfigError, resolve
 from evaluator import evaluate
@@ -15,39 +17,43 @@ from evaluator.evaluate import evaluation_protocol, make_episodes
 BREAKOUT = "ALE/Breakout-v5"
 
 
+def protocol(**settings):
+    """The evaluation protocol of an evaluator's settings (observation history decided: 1)."""
+    return evaluation_protocol(EvaluatorConfig(observation_history=1, **settings))
+
+
 def test_classic_control_evaluates_greedily_with_the_training_limit():
-    epsilon, options = evaluation_protocol(EvaluatorConfig())
+    epsilon, options = protocol()
     assert epsilon == 0.0 and options.max_episode_steps == 0
-    epsilon, options = evaluation_protocol(EvaluatorConfig(max_episode_steps=200))
+    epsilon, options = protocol(max_episode_steps=200)
     assert epsilon == 0.0 and options.max_episode_steps == 200
 
 
 def test_atari_evaluates_at_epsilon_005_for_5_minutes_of_play():
     preset = resolve(EvaluatorConfig, environ={}, flags={"preset": "breakout"})
-    epsilon, options = evaluation_protocol(preset)
+    epsilon, options = evaluation_protocol(dataclasses.replace(preset, observation_history=1))
     assert epsilon == 0.05 and options.max_episode_steps == 18_000 // 4  # not the training cap of 27,000
-    assert evaluation_protocol(EvaluatorConfig(env_id=BREAKOUT, atari_frame_skip=5))[1].max_episode_steps == 3_600
+    assert protocol(env_id=BREAKOUT, atari_frame_skip=5)[1].max_episode_steps == 3_600
     # A shorter training cap stays the cap.
-    assert evaluation_protocol(EvaluatorConfig(env_id=BREAKOUT, max_episode_steps=100))[1].max_episode_steps == 100
+    assert protocol(env_id=BREAKOUT, max_episode_steps=100)[1].max_episode_steps == 100
 
 
 def test_explicit_settings_win():
-    epsilon, options = evaluation_protocol(EvaluatorConfig(env_id=BREAKOUT, eval_epsilon=0.0,
-                                                           eval_max_episode_steps=100))
+    epsilon, options = protocol(env_id=BREAKOUT, eval_epsilon=0.0, eval_max_episode_steps=100)
     assert epsilon == 0.0 and options.max_episode_steps == 100
-    assert evaluation_protocol(EvaluatorConfig(eval_epsilon=0.2))[0] == 0.2
+    assert protocol(eval_epsilon=0.2)[0] == 0.2
 
 
 def test_an_env_without_an_episode_limit_gets_one_for_evaluation(monkeypatch):
     endless = "tests.user_envs:Endless-v0"
-    cap = evaluation_protocol(EvaluatorConfig(env_id=endless))[1].max_episode_steps
+    cap = protocol(env_id=endless)[1].max_episode_steps
     assert cap == evaluate.UNLIMITED_ENV_EVAL_STEPS
-    assert evaluation_protocol(EvaluatorConfig(env_id=endless, eval_max_episode_steps=70))[1].max_episode_steps == 70
-    assert evaluation_protocol(EvaluatorConfig(env_id=endless, max_episode_steps=90))[1].max_episode_steps == 90
+    assert protocol(env_id=endless, eval_max_episode_steps=70)[1].max_episode_steps == 70
+    assert protocol(env_id=endless, max_episode_steps=90)[1].max_episode_steps == 90
     # An evaluation of it ends (here at a cap made small to keep the test short).
     monkeypatch.setattr(evaluate, "UNLIMITED_ENV_EVAL_STEPS", 50)
     config = EvaluatorConfig(env_id=endless, fc_layer_params=(8,), eval_episodes=2)
-    builder = DqnBuilder(config)
+    builder = resolved_builder(config)
     episodes = make_episodes(config, builder)
     episodes.load(FlatWeights(builder.agent.policy_variables).read())
     assert episodes.run(1)["average_episode_length"] == 50.0
@@ -70,7 +76,7 @@ def never_fire(bundle) -> list[np.ndarray]:
 def test_a_breakout_policy_that_never_fires_no_longer_stalls_the_evaluation():
     tf.random.set_seed(1)
     small = {"env_id": BREAKOUT, "conv_layer_params": (8, 8, 8), "fc_layer_params": (8,), "eval_episodes": 2}
-    builder = DqnBuilder(EvaluatorConfig(**small))
+    builder = resolved_builder(EvaluatorConfig(**small))
     bundle = builder.agent
     weights = never_fire(bundle)
     FlatWeights(bundle.policy_variables).assign(weights)
@@ -88,7 +94,7 @@ def test_a_breakout_policy_that_never_fires_no_longer_stalls_the_evaluation():
 
 
 def test_numpy_loop_repeats_its_random_actions_for_the_same_seed():
-    builder = DqnBuilder(EvaluatorConfig(fc_layer_params=(16,)))
+    builder = resolved_builder(EvaluatorConfig(fc_layer_params=(16,)))
     bundle = builder.agent
     config = EvaluatorConfig(fc_layer_params=(16,), eval_epsilon=0.5, eval_episodes=4)
     episodes = make_episodes(config, builder)

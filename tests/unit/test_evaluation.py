@@ -7,12 +7,12 @@ import pytest
 import tensorflow as tf
 from tf_agents.trajectories import time_step as ts
 
-from dqn.builder import DqnBuilder
 from dqn.envs.vector_env import GymnasiumVectorEnvironment
 from dqn.model.flat_weights import FlatWeights
 from dqn.model.graph_policy import batched_actions
 from dqn.model.numpy_policy import HostQNetwork
 from dqn.remote.weights_wire import PublishedWeights
+from dqn.resolve import resolved_builder
 from dqn.settings.config import EvaluatorConfig
 from evaluator import metrics
 from evaluator.best import BestPolicy
@@ -51,7 +51,7 @@ def evaluation_policy(bundle) -> tuple:
 @pytest.fixture(scope="module")
 def bundle():
     tf.random.set_seed(3)
-    return DqnBuilder(EvaluatorConfig(fc_layer_params=(16,))).agent
+    return resolved_builder(EvaluatorConfig(fc_layer_params=(16,))).agent
 
 
 def randomize(bundle, seed: int) -> None:
@@ -140,7 +140,7 @@ def test_flat_weights_refuse_mixed_dtypes():
 def test_graph_episodes_carry_an_rnn_state():
     """An LSTM policy's state runs through the in-graph loop exactly as through the per-step Python loop."""
     tf.random.set_seed(5)
-    rnn = DqnBuilder(EvaluatorConfig(fc_layer_params=(16,), lstm_size=(8,))).agent
+    rnn = resolved_builder(EvaluatorConfig(fc_layer_params=(16,), lstm_size=(8,))).agent
     randomize(rnn, 12)  # weights whose actions depend on the state: resetting it every 3 steps changes every episode
     returns, lengths = python_loop(rnn.agent.policy, 4, seed=21, max_episode_steps=40)
     episodes = InGraphLoopEpisodes(rnn.agent.policy,

@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from dqn.builder import DqnBuilder
 from dqn.model.flat_weights import FlatWeights
 from dqn.model.graph_io import HostInput, HostOutput
 from dqn.process.summaries import GraphScalars
+from dqn.resolve import resolved_builder
 from dqn.settings.config import LearnerConfig
 from learner.staged import BatchStats, StagedTrainer
 from tests.events import read_scalars
@@ -55,7 +55,7 @@ def test_flat_weights_reads_are_independent_copies():
 
 def test_batch_stats_equal_the_eager_loss_and_mean_max_q():
     tf.random.set_seed(1)
-    bundle = DqnBuilder(LearnerConfig(fc_layer_params=(8,))).agent
+    bundle = resolved_builder(LearnerConfig(fc_layer_params=(8,))).agent
     rng = np.random.default_rng(0)
     batch = 4
     slots = [(type("Experience", (), {})(), None) for _ in range(2)]

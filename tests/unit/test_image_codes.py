@@ -8,19 +8,18 @@ import pytest
 import tensorflow as tf
 
 import tests.user_envs  # noqa: F401 - registers the user envs
-from dqn.builder import DqnBuilder
-from dqn.envs.image_codes import CODE_DEPTH, resolve_image_encoding
-from dqn.envs.making import EnvOptions, env_specs
+from dqn.envs.image_codes import CODE_DEPTH, image_encoding_for
+from dqn.envs.making import env_specs
 from dqn.envs.spaces import observation_spec
 from dqn.model.encoders import CodeOneHot
 from dqn.model.networks import make_q_network
+from dqn.resolve import resolved_builder
 from dqn.settings.config import CommonConfig
+from tests.helpers import auto_setting
 
 
 def resolved(env_id: str, **settings) -> str:
-    config = CommonConfig(env_id=env_id, observation_history=1, **settings)
-    spec = env_specs(env_id, EnvOptions.from_config(config))[0]
-    return resolve_image_encoding(config, spec, EnvOptions.from_config(config))
+    return auto_setting(env_id, "image_encoding", **settings)
 
 
 @pytest.mark.parametrize("name, encoding", [
@@ -42,8 +41,7 @@ def test_an_explicit_setting_is_kept():
 
 def test_a_box_declared_below_the_code_depth_is_codes_without_playing():
     spec = observation_spec(gym.spaces.Box(0, 9, (4, 4, 2), np.uint8))
-    config = CommonConfig(env_id="no-such-module:NoSuchEnv-v0")  # playing it would fail and fall back to scaled
-    assert resolve_image_encoding(config, spec, EnvOptions()) == "one-hot"
+    assert image_encoding_for(spec, None)[0] == "one-hot"  # None: no random play to go by
 
 
 def test_codes_become_one_hot_channels_and_an_unknown_code_all_zeros():
@@ -58,10 +56,10 @@ def first_conv_kernel(network) -> tf.Variable:
 
 
 def test_the_builder_gives_a_code_grid_one_hot_inputs_and_every_role_the_same_network():
-    builder = DqnBuilder(CommonConfig(env_id="tests.user_envs:CodeGrid-v0", fc_layer_params=(8,)))
+    builder = resolved_builder(CommonConfig(env_id="tests.user_envs:CodeGrid-v0", fc_layer_params=(8,)))
     assert builder.config.image_encoding == "one-hot"
     assert first_conv_kernel(builder.agent.q_network).shape[2] == 3 * CODE_DEPTH
-    scaled = DqnBuilder(CommonConfig(env_id="tests.user_envs:CodeGrid-v0", fc_layer_params=(8,),
+    scaled = resolved_builder(CommonConfig(env_id="tests.user_envs:CodeGrid-v0", fc_layer_params=(8,),
                                      image_encoding="scaled"))
     assert first_conv_kernel(scaled.agent.q_network).shape[2] == 3
     env = builder.make_envs(2, seed=3)
@@ -78,7 +76,7 @@ def test_a_network_is_never_built_on_an_undecided_encoding():
 
 
 def test_an_image_part_of_a_dict_gets_its_codes_one_hot_beside_the_other_parts():
-    builder = DqnBuilder(CommonConfig(env_id="tests.user_envs:DictObs-v0", fc_layer_params=(8,),
+    builder = resolved_builder(CommonConfig(env_id="tests.user_envs:DictObs-v0", fc_layer_params=(8,),
                                       image_encoding="one-hot"))
     assert first_conv_kernel(builder.agent.q_network).shape[2] == 3 * CODE_DEPTH
     env = builder.make_envs(2, seed=3)

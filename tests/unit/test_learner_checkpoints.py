@@ -7,7 +7,7 @@ import os
 import pytest
 import tensorflow as tf
 
-from dqn.builder import DqnBuilder
+from dqn.resolve import resolved_builder
 from dqn.settings.config import LearnerConfig
 from learner.checkpoints import LearnerCheckpoints, unreadable
 from learner.write_guard import WriteGuard
@@ -15,7 +15,7 @@ from tests.fs import fill, small_filesystem
 
 
 def checkpoints_of(directory, config=None):
-    bundle = DqnBuilder(config or LearnerConfig(fc_layer_params=(32,))).agent
+    bundle = resolved_builder(config or LearnerConfig(fc_layer_params=(32,))).agent
     return bundle, LearnerCheckpoints(str(directory), agent=bundle.agent, train_step=bundle.train_step)
 
 
@@ -40,7 +40,7 @@ def test_truncated_latest_checkpoint_is_quarantined_and_the_previous_restored(tm
     truncate(str(directory / "ckpt-300"))
     assert unreadable(str(directory / "ckpt-300")) is not None
     with pytest.raises((IndexError, tf.errors.OpError)):  # without the quarantine: fails every start
-        tf.train.Checkpoint(agent=DqnBuilder(LearnerConfig(fc_layer_params=(32,))).agent.agent).restore(
+        tf.train.Checkpoint(agent=resolved_builder(LearnerConfig(fc_layer_params=(32,))).agent.agent).restore(
             str(directory / "ckpt-300"))
 
     with caplog.at_level(logging.ERROR, logger="learner"):

@@ -155,10 +155,10 @@ def test_sequence_length_follows_n_step():
 def test_rnn_policy_state_resets_at_episode_start_per_env():
     import tensorflow as tf
 
-    from dqn.builder import DqnBuilder
     from dqn.model.graph_policy import batched_actions
+    from dqn.resolve import resolved_builder
 
-    bundle = DqnBuilder(CommonConfig(lstm_size=(8,), fc_layer_params=(16,))).agent
+    bundle = resolved_builder(CommonConfig(lstm_size=(8,), fc_layer_params=(16,))).agent
     policy = bundle.agent.policy
     zero = policy.get_initial_state(2)
     carried = tf.nest.map_structure(lambda t: tf.random.normal(t.shape), zero)
@@ -176,9 +176,9 @@ def test_rnn_policy_state_resets_at_episode_start_per_env():
 
 
 def test_rnn_dense_layers_follow_the_lstm():
-    from dqn.builder import DqnBuilder
+    from dqn.resolve import resolved_builder
 
-    network = DqnBuilder(CommonConfig(lstm_size=(8,), fc_layer_params=(16,))).agent.q_network
+    network = resolved_builder(CommonConfig(lstm_size=(8,), fc_layer_params=(16,))).agent.q_network
     shapes = [tuple(v.shape) for v in network.trainable_variables]
     # CartPole's 4 features go straight into the LSTM (kernel 4 x 4 gates * 8); a 16-unit layer reads its
     # 8 outputs, and the Q-values (2 actions) read that layer.
@@ -199,10 +199,11 @@ def test_rnn_with_n_step_is_refused():
 def test_plain_dqn_by_default_double_dqn_on_request():
     from tf_agents.agents.dqn import dqn_agent
 
-    from dqn.builder import DqnBuilder
+    from dqn.resolve import resolved_builder
 
-    assert type(DqnBuilder(CommonConfig(fc_layer_params=(8,))).agent.agent) is dqn_agent.DqnAgent
-    assert type(DqnBuilder(CommonConfig(fc_layer_params=(8,), double_dqn=True)).agent.agent) is dqn_agent.DdqnAgent
+    assert type(resolved_builder(CommonConfig(fc_layer_params=(8,))).agent.agent) is dqn_agent.DqnAgent
+    double = resolved_builder(CommonConfig(fc_layer_params=(8,), double_dqn=True))
+    assert type(double.agent.agent) is dqn_agent.DdqnAgent
 
 
 def test_unblock_puts_item_i_env_e_at_row_i_times_e_and_item_td_error_is_the_block_max():

@@ -6,9 +6,9 @@ import tensorflow as tf
 from tf_agents.networks import q_network
 from tf_agents.trajectories import time_step as ts
 
-from dqn.builder import DqnBuilder
 from dqn.model.graph_policy import batched_actions
 from dqn.model.numpy_policy import HostEpsilonGreedy, HostQNetwork
+from dqn.resolve import resolved_builder
 from dqn.settings.config import ActorConfig
 
 
@@ -27,7 +27,7 @@ def observations(count: int, seed: int) -> np.ndarray:
                                             ((16, 8, 4), "bounds"), ((256, 256), "none")],
                          ids=["default", "bounds", "one-layer", "three-layers", "unscaled-observations"])
 def test_mirror_gives_the_q_values_and_greedy_actions_of_the_tf_agents_policy(layers, scaling):
-    bundle = DqnBuilder(ActorConfig(fc_layer_params=layers, observation_scaling=scaling)).agent
+    bundle = resolved_builder(ActorConfig(fc_layer_params=layers, observation_scaling=scaling)).agent
     mirror = HostQNetwork.mirror(bundle.q_network, bundle.policy_variables)
     assert mirror is not None
     greedy_graph = batched_actions(bundle.agent.policy)
@@ -49,7 +49,7 @@ def test_mirror_gives_the_q_values_and_greedy_actions_of_the_tf_agents_policy(la
 
 
 def test_epsilon_takes_uniform_random_actions_at_its_rate():
-    bundle = DqnBuilder(ActorConfig(fc_layer_params=(16,))).agent
+    bundle = resolved_builder(ActorConfig(fc_layer_params=(16,))).agent
     mirror = HostQNetwork.mirror(bundle.q_network, bundle.policy_variables)
     host = HostEpsilonGreedy(mirror, bundle.action_spec, seed=0)
     batch = observations(20_000, 3)
@@ -64,9 +64,9 @@ def test_epsilon_takes_uniform_random_actions_at_its_rate():
 
 
 def test_networks_the_mirror_cannot_copy_exactly_keep_the_graph_policy():
-    rnn = DqnBuilder(ActorConfig(lstm_size=(8,), fc_layer_params=(16,), envs_per_item=1)).agent
+    rnn = resolved_builder(ActorConfig(lstm_size=(8,), fc_layer_params=(16,), envs_per_item=1)).agent
     assert HostQNetwork.mirror(rnn.q_network, rnn.policy_variables) is None
-    bundle = DqnBuilder(ActorConfig(fc_layer_params=(16,))).agent
+    bundle = resolved_builder(ActorConfig(fc_layer_params=(16,))).agent
     tanh = q_network.QNetwork(bundle.time_step_spec.observation, bundle.action_spec, fc_layer_params=(16,),
                               activation_fn=tf.keras.activations.tanh)
     tanh.create_variables()

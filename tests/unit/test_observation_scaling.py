@@ -5,8 +5,8 @@ import pytest
 import tensorflow as tf
 from tf_agents.specs import array_spec
 
-from dqn.builder import DqnBuilder
 from dqn.model.encoders import feature_scale
+from dqn.resolve import resolved_builder
 from dqn.settings.config import ActorConfig
 
 
@@ -26,8 +26,8 @@ def test_finite_bounds_map_to_unit_range_and_unbounded_features_pass_unchanged()
 
 
 def test_the_default_scales_only_features_bounded_within_one():
-    scaled = DqnBuilder(ActorConfig(fc_layer_params=(16,))).agent
-    raw = DqnBuilder(ActorConfig(fc_layer_params=(16,), observation_scaling="none")).agent
+    scaled = resolved_builder(ActorConfig(fc_layer_params=(16,))).agent
+    raw = resolved_builder(ActorConfig(fc_layer_params=(16,), observation_scaling="none")).agent
     for source, target in zip(scaled.policy_variables, raw.policy_variables, strict=True):
         target.assign(source)
     observation = np.random.default_rng(0).uniform(-3, 3, (64, 4)).astype(np.float32)
@@ -52,8 +52,8 @@ def test_no_scaling_layer_when_no_feature_would_change(low, high):
 
 
 def test_scaled_network_equals_the_unscaled_one_on_scaled_observations():
-    scaled = DqnBuilder(ActorConfig(fc_layer_params=(16,), observation_scaling="bounds")).agent
-    raw = DqnBuilder(ActorConfig(fc_layer_params=(16,), observation_scaling="none")).agent
+    scaled = resolved_builder(ActorConfig(fc_layer_params=(16,), observation_scaling="bounds")).agent
+    raw = resolved_builder(ActorConfig(fc_layer_params=(16,), observation_scaling="none")).agent
     for source, target in zip(scaled.policy_variables, raw.policy_variables, strict=True):
         target.assign(source)
     observation = np.random.default_rng(0).uniform(-3, 3, (64, 4)).astype(np.float32)

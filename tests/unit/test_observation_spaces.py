@@ -6,10 +6,10 @@ import pytest
 import tensorflow as tf
 
 import tests.user_envs  # noqa: F401 - registers the user envs
-from dqn.builder import DqnBuilder
 from dqn.envs.making import env_specs
 from dqn.envs.spaces import EnvError, observation_spec
 from dqn.model.encoders import auto_conv_layers, conv_misfit, image_size
+from dqn.resolve import resolved_builder
 from dqn.settings.config import CommonConfig
 from dqn.settings.loading import ConfigError
 
@@ -73,14 +73,14 @@ def test_channels_first_images_are_read_channels_last():
 def test_nature_convs_do_not_fit_a_small_grid_and_say_where():
     with pytest.raises(ConfigError, match=r"conv-layer-params.*layer 1 \(32,8,4\) needs at least 8x8 but gets "
                                           r"6x6 from an image of shape \(6, 6, 2\)"):
-        DqnBuilder(CommonConfig(env_id="tests.user_envs:BoolGrid-v0", conv_layer_params=(32, 8, 4, 64, 4, 2)))
+        resolved_builder(CommonConfig(env_id="tests.user_envs:BoolGrid-v0", conv_layer_params=(32, 8, 4, 64, 4, 2)))
 
 
 @pytest.mark.parametrize("name", ["BoolGrid-v0", "ChannelsFirst-v0", "CodeGrid-v0", "StateIndex-v0",
                                   "MultiDiscreteObs-v0", "MultiBinaryObs-v0", "DictObs-v0", "TupleObs-v0",
                                   "FloatGrid-v0"])
 def test_every_kind_gets_a_network_and_the_replay_stores_its_own_dtype(name):
-    builder = DqnBuilder(CommonConfig(env_id=f"tests.user_envs:{name}", fc_layer_params=(8,)))
+    builder = resolved_builder(CommonConfig(env_id=f"tests.user_envs:{name}", fc_layer_params=(8,)))
     env = builder.make_envs(3, seed=1)
     time_step = env.reset()
     q_values, _ = builder.agent.q_network(tf.nest.map_structure(tf.constant, time_step.observation))

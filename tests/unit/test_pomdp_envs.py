@@ -5,12 +5,13 @@ import numpy as np
 import pytest
 
 import tests.user_envs  # noqa: F401  (registers the image env)
-from dqn.builder import DqnBuilder
-from dqn.envs.hidden_state import HIDDEN_STATE_HISTORY, auto_observation_history, unexplained_change
+from dqn.envs.hidden_state import HIDDEN_STATE_HISTORY, unexplained_change
 from dqn.envs.making import EnvOptions, env_specs, make_gym_env
 from dqn.envs.spaces import EnvError
 from dqn.envs.vector_env import GymnasiumVectorEnvironment
+from dqn.resolve import resolved_builder
 from dqn.settings.config import CommonConfig
+from tests.helpers import auto_setting
 
 ENV_ID = "bench.pomdp_envs:CartPoleNoVelocity-v0"
 
@@ -62,29 +63,31 @@ def test_observation_history_concatenates_the_last_observations_oldest_first():
 def test_observation_history_of_an_image_is_refused_before_any_role_starts():
     with pytest.raises(EnvError, match=r"BoolGrid-v0.*--observation-history 2 stacks vector observations.*set "
                                        r"--observation-history 1"):
-        DqnBuilder(CommonConfig(env_id="tests.user_envs:BoolGrid-v0", observation_history=2))
+        resolved_builder(CommonConfig(env_id="tests.user_envs:BoolGrid-v0", observation_history=2))
 
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_auto_history_is_two_where_the_observation_hides_the_velocities(seed):
-    assert auto_observation_history(ENV_ID, EnvOptions(), call_limit_s=10.0, seed=seed) == HIDDEN_STATE_HISTORY
+    assert auto_setting(ENV_ID, "observation_history", seed=seed) == HIDDEN_STATE_HISTORY
 
 
 @pytest.mark.parametrize("env_id", ["CartPole-v1", "Acrobot-v1", "MountainCar-v0", "tests.user_envs:SlowCartPole-v0"])
 def test_auto_history_is_one_where_the_observation_is_the_state(env_id):
-    assert auto_observation_history(env_id, EnvOptions(), call_limit_s=10.0, seed=0) == 1
+    assert auto_setting(env_id, "observation_history") == 1
 
 
-def test_auto_history_leaves_images_alone_without_playing():
-    assert auto_observation_history("tests.user_envs:BoolGrid-v0", EnvOptions(), call_limit_s=10.0, seed=0) == 1
+def test_auto_history_leaves_images_alone_without_playing(caplog):
+    caplog.set_level("INFO")
+    assert auto_setting("tests.user_envs:BoolGrid-v0", "observation_history") == 1
+    assert "observation_history auto: 1 (not a vector observation)" in caplog.text
 
 
-def test_the_builder_resolves_auto_and_keeps_an_explicit_history():
-    hidden = DqnBuilder(CommonConfig(env_id=ENV_ID))
+def test_the_resolve_step_decides_auto_and_keeps_an_explicit_history():
+    hidden = resolved_builder(CommonConfig(env_id=ENV_ID))
     assert hidden.config.observation_history == 2 and hidden.observation_spec.shape == (4,)
-    assert DqnBuilder(CommonConfig(env_id=ENV_ID, observation_history=1)).observation_spec.shape == (2,)
-    assert DqnBuilder(CommonConfig(env_id="CartPole-v1")).config.observation_history == 1
+    assert resolved_builder(CommonConfig(env_id=ENV_ID, observation_history=1)).observation_spec.shape == (2,)
+    assert resolved_builder(CommonConfig(env_id="CartPole-v1")).config.observation_history == 1
     with pytest.raises(ValueError, match="observation_history auto must be resolved"):
         EnvOptions.from_config(CommonConfig())
 

@@ -5,9 +5,9 @@ import time
 import numpy as np
 import reverb
 
-from dqn.builder import DqnBuilder
 from dqn.model.agent import reinitialize_q_networks
 from dqn.remote.weights_wire import PublishedWeights
+from dqn.resolve import resolved_builder
 from dqn.settings.config import CommonConfig, LearnerConfig
 from evaluator.reset_rule import FallbackResetRule
 from tests.conftest import free_port
@@ -97,7 +97,7 @@ def test_no_reset_once_solved_without_a_target_or_with_patience_zero():
 
 
 def test_reinitialize_gives_fresh_weights_to_the_q_network_and_its_target():
-    bundle = DqnBuilder(CommonConfig(env_id="CartPole-v1")).agent
+    bundle = resolved_builder(CommonConfig(env_id="CartPole-v1")).agent
     online, target = bundle.agent._q_network.variables, bundle.agent._target_q_network.variables
     for variable in online + target:
         variable.assign(np.full(variable.shape, 7.0, np.float32))

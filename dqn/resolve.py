@@ -1,0 +1,184 @@
+"""The resolve step: a run's settings with nothing left at auto, decided once from one bout of random play.
+
+Four settings follow from the env when left at auto (`AUTO_FROM_ENV` in dqn/settings/config.py): the observation
+history, the image encoding, advantage learning's alpha and the replay ratio. `resolve_settings` plays the env once
+(dqn/envs/random_play.py), hands every step to the rules that need it and returns the settings with each decided,
+saying in one log line per setting what it chose and why. A run resolves once: `local` before its roles start, the
+replay server when roles are started apart; the replay server publishes the run's settings
+(dqn/remote/run_settings.py) and every other role adopts them (`adopt_run_settings`), so all roles use exactly the
+same values however they are started. `DqnBuilder` is handed resolved settings and the env's specs and never plays.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import socket
+from typing import Any
+
+from dqn.envs.hidden_state import PlayedTransitions, observation_history_for, probed_inputs
+from dqn.envs.idle_actions import IdleActionCounts, action_gap_alpha_for
+from dqn.envs.image_codes import LargestImageValues, image_encoding_for
+from dqn.envs.making import EnvOptions, EnvSpecs, env_specs
+from dqn.envs.random_play import PROBE_BUDGET_S, StepTimes, probe_env
+from dqn.model.networks import check_network_input
+from dqn.remote.run_settings import wait_for_run_settings
+from dqn.replay_layout.items import ItemShape
+from dqn.replay_layout.tables import SLOW_STEP_SECONDS, auto_samples_per_insert
+from dqn.settings.config import AUTO_BATCH_TRANSITIONS, AUTO_FROM_ENV
+from dqn.settings.loading import ConfigError, read_config_file, write_config
+
+log = logging.getLogger(__name__)
+
+
+def run_env_specs(config) -> EnvSpecs:
+    """The specs of the run's env as every role makes it (observation_history must be resolved)."""
+    return env_specs(config.env_id, EnvOptions.from_config(config))
+
+
+def resolve_run(config, record_path: str):
+    """The run's settings, recorded at `record_path`: auto ones as an earlier start of the run decided them, if any.
+
+    A restarted replay server or `local` on the same run directory keeps what the run decided at its first start:
+    its replay checkpoint was written with those settings, and random play timed again might round the other way.
+    """
+    recorded = read_config_file(record_path) if os.path.exists(record_path) else {}
+    if recorded.get("env_id") == config.env_id:
+        kept = {name: recorded[name] for name in config.unresolved() if recorded.get(name, AUTO_FROM_ENV[name])
+                != AUTO_FROM_ENV[name]}
+        for name, value in kept.items():
+            _say(name, value, f"as this run decided at an earlier start, recorded in {record_path}")
+        config = dataclasses.replace(config, **kept)
+    config = resolve_settings(config)
+    write_config(config, record_path)
+    return config
+
+
+def resolve_settings(config):
+    """`config` with every setting of AUTO_FROM_ENV decided; explicit values are kept and nothing is played for them.
+
+    Errors of the env id (unknown, unsupported spaces) and settings that do not fit the env raise; an env that fails
+    in random play leaves each rule at its safe choice, with a warning.
+    """
+    auto = config.unresolved()
+    if not auto:
+        check_network_input(config, run_env_specs(config).observation)
+        return config
+    options = EnvOptions.from_config(config, observation_history=1)  # what the env shows of itself, unstacked
+    plain = env_specs(config.env_id, options)
+    watchers = _watchers(auto, plain)
+    played = watchers
+    try:
+        if watchers:
+            probe_env(config.env_id, options, config.env_call_timeout_s, config.seed, watchers.values(),
+                      budget_s=PROBE_BUDGET_S)
+    except Exception as error:  # noqa: BLE001 - the user's env; the actors report its faults where they matter
+        log.warning("auto settings: random play failed (%s: %s); each takes its safe choice", type(error).__name__,
+                    error)
+        played = {}
+    decided: dict[str, Any] = {}
+    if "observation_history" in auto:
+        history, why = observation_history_for(plain.observation, plain.action, played.get("transitions"))
+        decided["observation_history"] = history
+        _say("observation_history", history, why)
+    config = dataclasses.replace(config, **decided)
+    specs = run_env_specs(config)
+    if "image_encoding" in auto:
+        encoding, why = image_encoding_for(specs.observation, played.get("images"))
+        config = dataclasses.replace(config, image_encoding=encoding)
+        if why is not None:
+            _say("image_encoding", encoding, why)
+    check_network_input(config, specs.observation)  # before the learner is timed with a network that cannot fit
+    if "action_gap_alpha" in auto:
+        alpha, why = action_gap_alpha_for(played.get("idle"))
+        config = dataclasses.replace(config, action_gap_alpha=alpha)
+        _say("action_gap_alpha", alpha, why)
+    if "samples_per_insert" in auto:
+        config = dataclasses.replace(config, samples_per_insert=_replay_ratio(config, specs, played.get("steps")))
+    return config
+
+
+def _watchers(auto: list[str], plain: EnvSpecs) -> dict[str, Any]:
+    """The observers of random play that the auto settings need, by name (none: nothing needs playing)."""
+    watchers: dict[str, Any] = {}
+    if "observation_history" in auto and probed_inputs(plain.observation, plain.action) is None:
+        watchers["transitions"] = PlayedTransitions()
+    if "image_encoding" in auto:
+        images = LargestImageValues(plain.observation)
+        if images.watching:
+            watchers["images"] = images
+    if "action_gap_alpha" in auto:
+        watchers["idle"] = IdleActionCounts()
+    if "samples_per_insert" in auto:
+        watchers["steps"] = StepTimes()
+    return watchers
+
+
+def _replay_ratio(config, specs: EnvSpecs, steps: StepTimes | None) -> float:
+    """samples_per_insert auto: from the env's median step and, for a slow env, this machine's learner speed."""
+    step_s = steps.median() if steps is not None else None
+    if step_s is None:
+        ratio = auto_samples_per_insert(0.0, None)
+        _say("samples_per_insert", ratio, "the env's step could not be timed")
+        return ratio
+    if step_s < SLOW_STEP_SECONDS:
+        ratio = auto_samples_per_insert(step_s, None)
+        _say("samples_per_insert", ratio, f"an env step takes {step_s * 1e3:.3g} ms, below "
+                                          f"{SLOW_STEP_SECONDS * 1e3:g} ms")
+        return ratio
+    from dqn.model.train_speed import seconds_per_sample  # builds and traces an agent: only for slow envs
+
+    shape = ItemShape.from_config(config)
+    batch = config.train_batch_size() if hasattr(config, "train_batch_size") else (
+        max(1, AUTO_BATCH_TRANSITIONS // config.train_sequence_length) if config.lstm_size else AUTO_BATCH_TRANSITIONS)
+    learner_s = seconds_per_sample(config, specs.observation, specs.action, batch, shape.sequence_length)
+    ratio = auto_samples_per_insert(step_s, learner_s)
+    _say("samples_per_insert", ratio, f"an env step takes {step_s * 1e3:.3g} ms; the learner's SGD step takes "
+                                      f"{learner_s * 1e6:.3g} us a sample on this machine ({socket.gethostname()})")
+    return ratio
+
+
+def _say(name: str, value: Any, why: str) -> None:
+    log.info("%s auto: %s (%s)", name, value, why)
+
+
+def adopt_run_settings(config, published: dict[str, Any], source: str):
+    """`config` with its auto settings taken from the run's published ones; an explicit value must agree.
+
+    A value set for one role that differs from the run's would give that role another network, another env or
+    other targets than the rest: a ConfigError naming the setting and the fix.
+    """
+    decided = {}
+    for name, auto in AUTO_FROM_ENV.items():
+        if name not in published:
+            raise ConfigError(name, f"the run's settings at {source} do not say it: is the replay server there a "
+                                    "version of this service?")
+        theirs, mine = published[name], getattr(config, name)
+        if mine == auto:
+            decided[name] = theirs
+        elif mine != theirs:
+            raise ConfigError(name, f"is {mine} here, but the run's settings at {source} say {theirs}: give every "
+                                    "role the same value, or leave it at auto here to take the run's")
+    return dataclasses.replace(config, **decided)
+
+
+def adopt_from_server(config):
+    """`config` with the run's settings as the replay server publishes them (a role started apart from the run).
+
+    The env id is checked first, so a bad one fails at once instead of after waiting for the server.
+    """
+    env_specs(config.env_id, EnvOptions.from_config(config, observation_history=1))
+    address = config.replay_address
+    published = wait_for_run_settings(address, config.connect_timeout_s, config.rpc_timeout_s)
+    config = adopt_run_settings(config, published, f"the replay server at {address}")
+    check_network_input(config, run_env_specs(config).observation)
+    return config
+
+
+def resolved_builder(config):
+    """The `DqnBuilder` of `config` after resolving it: for code that builds parts outside a run (tests, benches)."""
+    from dqn.builder import DqnBuilder
+
+    config = resolve_settings(config)
+    return DqnBuilder(config, run_env_specs(config))
