@@ -11,8 +11,6 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from dqn.model.exploration import check_hold_exponent
-from dqn.replay_layout.items import ItemShape, actors_compute_td_errors
 from dqn.settings.loading import ConfigError, setting
 from dqn.settings.presets import PRESET_NAMES
 
@@ -32,6 +30,8 @@ def actor_dir(actor_id: int) -> str:
 
 #: Transitions per SGD step when batch_size is auto; with an RNN, sequences holding about as many steps.
 AUTO_BATCH_TRANSITIONS = 256
+#: envs_per_item 0 (auto) resolves to this without an RNN: Reverb's per-item cost paid once per 16 transitions.
+AUTO_ENVS_PER_ITEM = 16
 
 
 @dataclasses.dataclass(frozen=True)
@@ -131,8 +131,9 @@ class CommonConfig:
                                                  f"got {self.replay_min_size}")
         if self.epsilon_end > self.epsilon_start:
             raise ConfigError("epsilon_end", f"must be <= epsilon_start ({self.epsilon_start})")
-        if (problem := check_hold_exponent(self.epsilon_hold_exponent)) is not None:
-            raise ConfigError("epsilon_hold_exponent", problem)
+        if self.epsilon_hold_exponent != 0 and self.epsilon_hold_exponent <= 1:  # zeta needs an exponent > 1
+            raise ConfigError("epsilon_hold_exponent", "must be 0 (one-step random actions) or > 1 (a zeta "
+                                                       f"distribution's exponent); got {self.epsilon_hold_exponent}")
         host, _, port = self.replay_address.rpartition(":")
         if not host or not port.isdigit() or not 0 < int(port) < 65536:
             raise ConfigError("replay_address", f"must be host:port, e.g. localhost:8000; got {self.replay_address!r}")
@@ -144,13 +145,13 @@ class CommonConfig:
         if self.initial_priority == "td_error" and not self.prioritized_replay:
             raise ConfigError("initial_priority", "td_error needs prioritized_replay true (uniform sampling "
                                                   "ignores priorities); or leave it at auto")
-        if self.initial_priority == "td_error" and not actors_compute_td_errors(self):
+        if self.initial_priority == "td_error" and not self.actors_compute_td_errors():
             raise ConfigError("initial_priority", "td_error is computed for 1-step transitions of a feed-forward "
                                                   "Q-network: use n_step_update 1 and no lstm_size, or max/auto")
         if self.lstm_size is not None and self.envs_per_item > 1:
             raise ConfigError("envs_per_item", "must be 1 (or 0 = auto) with an RNN Q-network (lstm_size): its "
                                                "sequences are kept per env stream")
-        envs = ItemShape.from_config(self).envs_per_item
+        envs = self.resolved_envs_per_item()
         if self.replay_min_size < envs:
             raise ConfigError("replay_min_size", f"must be >= envs_per_item ({envs}): the table counts whole items")
         if self.compute_dtype == "bfloat16" and self.lstm_size is not None:
@@ -160,6 +161,14 @@ class CommonConfig:
         if self.conv_layer_params is not None and (not self.conv_layer_params or len(self.conv_layer_params) % 3):
             raise ConfigError("conv_layer_params", "needs filters,kernel,stride triples, e.g. 32,8,4,64,4,2,64,3,1; "
                                                    f"got {','.join(map(str, self.conv_layer_params))!r}")
+
+    def resolved_envs_per_item(self) -> int:
+        """envs_per_item with auto (0) resolved: 16, or 1 with an RNN (its sequences are per env stream)."""
+        return self.envs_per_item or (1 if self.lstm_size else AUTO_ENVS_PER_ITEM)
+
+    def actors_compute_td_errors(self) -> bool:
+        """Actors can compute their own TD errors for 1-step transitions of a feed-forward Q-network only."""
+        return self.lstm_size is None and self.n_step_update == 1
 
     def conv_layers(self) -> tuple[tuple[int, int, int], ...] | None:
         """conv_layer_params as TF-Agents' (filters, kernel size, stride) tuples, or None for an MLP."""
@@ -231,7 +240,7 @@ class LearnerConfig(CommonConfig):
             raise ConfigError("num_parallel_calls", f"must divide batch_size * train_steps_per_call ({total}) with "
                                                     "replay_dataset streams (each stream samples an equal share): "
                                                     "set it to 1, or pick a batch size it divides")
-        envs = ItemShape.from_config(self).envs_per_item
+        envs = self.resolved_envs_per_item()
         if total % envs:
             raise ConfigError("envs_per_item", f"must divide batch_size * train_steps_per_call ({total}): batches "
                                                f"are whole items of {envs} transitions; got {envs}")
@@ -261,7 +270,7 @@ class LearnerConfig(CommonConfig):
         """num_parallel_calls with auto (0) resolved for the input pipeline and replay layout."""
         if self.num_parallel_calls:
             return self.num_parallel_calls
-        envs = ItemShape.from_config(self).envs_per_item
+        envs = self.resolved_envs_per_item()
         items = max(1, self.train_batch_size() * self.train_steps_per_call // envs)
         if self.replay_dataset == "as_dataset":
             return min(3, items)
@@ -300,7 +309,7 @@ class ActorConfig(CommonConfig):
     def check(self) -> None:
         """Each replay item holds envs_per_item of this actor's envs."""
         super().check()
-        envs = ItemShape.from_config(self).envs_per_item
+        envs = self.resolved_envs_per_item()
         if self.num_envs % envs:
             raise ConfigError("num_envs", f"must be a multiple of envs_per_item ({envs}): each replay "
                                           f"item holds that many envs' transitions; got {self.num_envs}. Pick "
