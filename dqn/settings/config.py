@@ -181,11 +181,21 @@ class CommonConfig:
 
 
 @dataclasses.dataclass(frozen=True)
-class ReplayServerConfig(CommonConfig):
-    """The Reverb server: tables, checkpoints, health."""
+class HealthConfig:
+    """The health endpoint of a role that runs as its own process.
+
+    `LocalConfig` has none: `local` picks its replay server's health port itself and leaves the other roles' off,
+    so one port for every role it starts would only make them collide.
+    """
+
+    health_port: int = setting(0, "TCP port of this role's grpc.health.v1 service; 0 = disabled", ge=0, le=65535)
+
+
+@dataclasses.dataclass(frozen=True)
+class ReplayServerSettings(CommonConfig):
+    """The Reverb server: tables, checkpoints (what `local` takes of it: all but the health port)."""
 
     port: int = setting(8000, "TCP port the Reverb server listens on", ge=1, le=65535)
-    health_port: int = setting(8001, "TCP port of the grpc.health.v1 service; 0 = disabled", ge=0, le=65535)
     checkpoint_dir: str | None = setting(None, "directory of replay checkpoints; none = <root_dir>/replay_checkpoints")
     checkpoint_interval_s: float = setting(300.0, "seconds between periodic replay checkpoints; 0 = only at stop", ge=0)
     stats_interval_s: float = setting(30.0, "seconds between table statistics log lines", gt=0)
@@ -199,8 +209,8 @@ class ReplayServerConfig(CommonConfig):
 
 
 @dataclasses.dataclass(frozen=True)
-class LearnerConfig(CommonConfig):
-    """The learner: dataset, train step, publishing, checkpoints, summaries."""
+class LearnerSettings(CommonConfig):
+    """The learner: dataset, train step, publishing, checkpoints, summaries (all but the health port)."""
 
     batch_size: int = setting(0, "transitions per SGD step (sequences with lstm_size); 0 = auto: 256, or 256 / "
                               "train_sequence_length sequences with lstm_size", ge=0)
@@ -227,7 +237,6 @@ class LearnerConfig(CommonConfig):
     importance_anneal_steps: int = setting(0, "prioritized replay: train steps over which beta reaches 1; 0 = "
                                            "max_train_steps", ge=0)
     no_data_timeout_s: float = setting(30.0, "seconds without a new batch before the learner logs 'no new data'", gt=0)
-    health_port: int = setting(0, "TCP port of the grpc.health.v1 service; 0 = disabled", ge=0, le=65535)
 
     def check(self) -> None:
         """The parallel sample streams must fit (as_dataset) or divide (streams) the sampled batch."""
@@ -278,8 +287,8 @@ class LearnerConfig(CommonConfig):
 
 
 @dataclasses.dataclass(frozen=True)
-class ActorConfig(CommonConfig):
-    """An actor: N parallel envs, batched epsilon-greedy inference, replay items of sequence_length steps."""
+class ActorSettings(CommonConfig):
+    """An actor: N parallel envs, batched epsilon-greedy inference, replay items (all but the health port)."""
 
     actor_id: int = setting(0, "index of this actor (seeds, log dir actor-<id>, Ape-X epsilon); -1 = the replica "
                             "number in the pod/container name (StatefulSet ordinal, Compose replica)", ge=-1)
@@ -299,7 +308,6 @@ class ActorConfig(CommonConfig):
                                  "for ids i < num_actors K, else i's van der Corput fraction (distinct at any scale)")
     apex_base_epsilon: float = setting(0.4, "Ape-X base epsilon", ge=0, le=1)
     summary_interval_s: float = setting(5.0, "seconds between actor summaries", gt=0)
-    health_port: int = setting(0, "TCP port of the grpc.health.v1 service; 0 = disabled", ge=0, le=65535)
     max_env_restarts: int = setting(20, "sub-env restarts (an env that raised is recreated) allowed within "
                                     "env_restart_window before the actor exits 1; 0 = the first env error ends it",
                                     ge=0)
@@ -330,8 +338,8 @@ class ActorConfig(CommonConfig):
 
 
 @dataclasses.dataclass(frozen=True)
-class EvaluatorConfig(CommonConfig):
-    """The evaluator: greedy episodes whenever the published train step advances."""
+class EvaluatorSettings(CommonConfig):
+    """The evaluator: greedy episodes whenever the published train step advances (all but the health port)."""
 
     eval_interval: int = setting(100, "train steps between evaluations: newer weights are evaluated once this far "
                                  "past the last evaluated", ge=1)
@@ -352,16 +360,36 @@ class EvaluatorConfig(CommonConfig):
         ge=0)
     poll_interval_s: float = setting(0.1, "seconds between checks for newer weights; short enough that evaluations "
                                      "keep the eval_interval cadence", gt=0)
-    health_port: int = setting(0, "TCP port of the grpc.health.v1 service; 0 = disabled", ge=0, le=65535)
 
     def resolved_target_return(self, reward_threshold: float | None) -> float | None:
         """target_return, else the env's reward_threshold: one rule, so the evaluator re-checks where `local` stops."""
         return self.target_return if self.target_return is not None else reward_threshold
 
 
+# Each role as its own process: its settings and its health endpoint (health_port last in --help).
 @dataclasses.dataclass(frozen=True)
-class LocalConfig(LearnerConfig, ActorConfig, EvaluatorConfig, ReplayServerConfig):
-    """The whole topology as separate processes on this machine (free loopback ports)."""
+class ReplayServerConfig(HealthConfig, ReplayServerSettings):
+    """The Reverb server: tables, checkpoints, health."""
+
+
+@dataclasses.dataclass(frozen=True)
+class LearnerConfig(HealthConfig, LearnerSettings):
+    """The learner: dataset, train step, publishing, checkpoints, summaries, health."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ActorConfig(HealthConfig, ActorSettings):
+    """An actor: N parallel envs, batched epsilon-greedy inference, replay items of sequence_length steps, health."""
+
+
+@dataclasses.dataclass(frozen=True)
+class EvaluatorConfig(HealthConfig, EvaluatorSettings):
+    """The evaluator: greedy episodes whenever the published train step advances, health."""
+
+
+@dataclasses.dataclass(frozen=True)
+class LocalConfig(LearnerSettings, ActorSettings, EvaluatorSettings, ReplayServerSettings):
+    """The whole topology as separate processes on this machine (free loopback ports); no health port of its own."""
 
     tensorboard: bool = setting(False, "also start TensorBoard on 127.0.0.1 and print its URL")
     tensorboard_port: int = setting(6006, "TensorBoard's TCP port on 127.0.0.1", ge=1, le=65535)
