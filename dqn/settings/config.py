@@ -182,11 +182,7 @@ class CommonConfig:
 
 @dataclasses.dataclass(frozen=True)
 class HealthConfig:
-    """The health endpoint of a role that runs as its own process.
-
-    `LocalConfig` has none: `local` picks its replay server's health port itself and leaves the other roles' off,
-    so one port for every role it starts would only make them collide.
-    """
+    """A role's own health endpoint; not `local`'s, which picks its replay server's and leaves the others off."""
 
     health_port: int = setting(0, "TCP port of this role's grpc.health.v1 service; 0 = disabled", ge=0, le=65535)
 
@@ -366,7 +362,6 @@ class EvaluatorSettings(CommonConfig):
         return self.target_return if self.target_return is not None else reward_threshold
 
 
-# Each role as its own process: its settings and its health endpoint (health_port last in --help).
 @dataclasses.dataclass(frozen=True)
 class ReplayServerConfig(HealthConfig, ReplayServerSettings):
     """The Reverb server: tables, checkpoints, health."""
