@@ -131,8 +131,8 @@ def main() -> None:
 
     use_one_core()  # as actor.collect.run
 
+    from bench.single_env import GymnasiumEnvironment
     from dqn.builder import DqnBuilder
-    from dqn.envs.single_env import GymnasiumEnvironment
     from dqn.remote.weights_wire import publish_weights
     from dqn.settings.config import ActorConfig
 

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from bench.single_env import GymnasiumEnvironment
 from dqn.envs.atari import is_atari
 from dqn.envs.hidden_state import resolve_observation_history
 from dqn.envs.making import EnvOptions, env_specs
-from dqn.envs.single_env import GymnasiumEnvironment
 from dqn.envs.vector_env import GymnasiumVectorEnvironment
 from dqn.settings import loading as config_loading
 from dqn.settings.config import ALL_CONFIG_CLASSES, ActorConfig, CommonConfig, LearnerConfig, LocalConfig
