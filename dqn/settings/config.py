@@ -1,7 +1,8 @@
 """Documented settings for every role. Each field is a flag (`--env-id`) and an env var (`DQN_ENV_ID`).
 
-`CommonConfig` holds everything that shapes the data (env, network, replay layout): every role
-builds the same specs and table signatures from it, so no role waits for another's files.
+`CommonConfig` holds everything that shapes the data (env, network, replay layout) and the DqnAgent: every role
+builds the same specs, table signatures and agent from it, so no role waits for another's files. The agent's
+training settings (learning_rate, td_loss, target updates, ...) are here for that reason: only the learner trains.
 Defaults are tuned for CartPole-v1 on a 2-core CPU machine; docs/defaults.md says why each is what it is.
 Each `setting` help is one line: what it does and its unit (`--help` adds the accepted values, env var, default).
 """
@@ -36,7 +37,7 @@ AUTO_ENVS_PER_ITEM = 16
 
 @dataclasses.dataclass(frozen=True)
 class CommonConfig:
-    """Settings every role shares; they fix specs, signatures and the variable layout."""
+    """Settings every role shares; they fix specs, signatures, the variable layout and the agent every role builds."""
 
     root_dir: str = setting("runs/cartpole", "run directory for logs, summaries, checkpoints and the resolved "
                             "config.json")
