@@ -57,7 +57,7 @@ def van_der_corput(n: int) -> float:
     return fraction
 
 
-def drop_faulted(time_step: ts.TimeStep, faulted: np.ndarray) -> ts.TimeStep:
+def mark_faulted_steps_last(time_step: ts.TimeStep, faulted: np.ndarray) -> ts.TimeStep:
     """`time_step` as written to replay, with the step of every env whose next env step raised made LAST.
 
     The transition from that step is not real (the env raised instead of stepping), and no item may train on it.
@@ -100,7 +100,7 @@ class Actor:
         self.weights_step = -1
         self.policy_lag = 0
         self.env_steps = 0
-        self._faulted = np.zeros(config.num_envs, dtype=bool)
+        self._previous_step_faulted = np.zeros(config.num_envs, dtype=bool)  # envs whose last env step faulted
         self.throttled_s = 0.0
         self.status = "warming up"
         self._last_summary = (time.monotonic(), 0)
@@ -149,10 +149,12 @@ class Actor:
         priorities = None
         if self.initial_priorities is not None:
             priorities = self.initial_priorities.closing(q_values)
-            priorities[self._faulted] = 0.0  # the dropped transition adds nothing to its block's priority
+            # Envs whose previous env step faulted wrote that transition masked (its first step made LAST): it
+            # adds nothing to its block's priority.
+            priorities[self._previous_step_faulted] = 0.0
             self.initial_priorities.taken(q_values, action, next_time_step.reward, next_time_step.discount)
-        self._faulted = faulted
-        self.writer.append(drop_faulted(self.time_step, faulted), action, next_time_step, priorities)
+        self._previous_step_faulted = faulted
+        self.writer.append(mark_faulted_steps_last(self.time_step, faulted), action, next_time_step, priorities)
         self.stats.update(next_time_step, dropped=faulted)
         self.time_step = next_time_step
         self.env_steps += self.config.num_envs

@@ -131,7 +131,7 @@ def main() -> None:
 
     use_one_core()  # as actor.collect.run
 
-    from dqn.envs.single_env import GymnasiumEnvironment
+    from bench.single_env import GymnasiumEnvironment
     from dqn.remote.weights_wire import publish_weights
     from dqn.resolve import resolved_builder
     from dqn.settings.config import ActorConfig

@@ -33,7 +33,7 @@ def run_book_loop(seed: int, budget_s: float, eval_interval: int = 100, target: 
     from tf_agents.replay_buffers import reverb_replay_buffer, reverb_utils
     from tf_agents.utils import common
 
-    from dqn.envs.single_env import GymnasiumEnvironment
+    from bench.single_env import GymnasiumEnvironment
     from dqn.model.flat_weights import FlatWeights
     from dqn.model.schedules import epsilon_at
     from dqn.replay_layout.items import REPLAY_TABLE

@@ -82,7 +82,7 @@ def fill_replay(address: str, num_transitions: int, num_envs: int = 16, env_id: 
 def make_dataset(config):
     """The learner's batches as a plain dataset: sampled items finished into the rows `agent.train` takes.
 
-    The learner itself applies `finish_batch` inside its feed's staging call (learner/feed.py).
+    The learner itself applies `finish_batch` inside its feed's staging call (learner/staged_batches.py).
     """
     from dqn.resolve import resolved_builder
 

@@ -37,8 +37,8 @@ def rate(step_fn, seconds: float, steps_per_call: int = 1) -> float:
 def fed_step_fn(config, builder, train_fn):
     """(step function, close) of the learner's own input path: batches staged in variables by its feed thread."""
     from dqn.replay_layout.dataset import sample_dataset
-    from learner.feed import StagedBatches
-    from learner.staged import StagedTrainer
+    from learner.staged_batches import StagedBatches
+    from learner.staged_trainer import StagedTrainer
 
     # `config` may differ from the builder's in its input settings (pipeline, streams, steps per call).
     feed = StagedBatches(lambda: sample_dataset(config, builder.layout, builder.replay_item_step_spec),

@@ -26,7 +26,7 @@ from dqn.model.networks import check_network_input
 from dqn.remote.run_settings import wait_for_run_settings
 from dqn.replay_layout.items import ItemShape
 from dqn.replay_layout.tables import SLOW_STEP_SECONDS, auto_samples_per_insert
-from dqn.settings.config import AUTO_BATCH_TRANSITIONS, AUTO_FROM_ENV
+from dqn.settings.common import AUTO_BATCH_TRANSITIONS, AUTO_FROM_ENV
 from dqn.settings.loading import ConfigError, read_config_file, write_config
 
 log = logging.getLogger(__name__)

@@ -19,6 +19,7 @@ import os
 import numpy as np
 from tf_agents.policies import policy_saver
 
+from dqn.files import atomic_write
 from dqn.model.flat_weights import FlatWeights
 from dqn.model.policy_export import export_policy
 
@@ -92,11 +93,10 @@ class BestPolicy:
         self._variables, self.train_step, self.average_return = list(variables), train_step, average_return
         self.confirmed_return = confirmed_return
         self._exported = False
-        tmp = self._weights_path + ".tmp.npz"
-        np.savez(tmp, count=len(variables), train_step=train_step, average_return=average_return,
-                 confirmed_return=np.nan if confirmed_return is None else confirmed_return,
-                 **{f"variable_{i}": v for i, v in enumerate(variables)})
-        os.replace(tmp, self._weights_path)
+        with atomic_write(self._weights_path, "wb") as handle:
+            np.savez(handle, count=len(variables), train_step=train_step, average_return=average_return,
+                     confirmed_return=np.nan if confirmed_return is None else confirmed_return,
+                     **{f"variable_{i}": v for i, v in enumerate(variables)})
         return True
 
     def export(self) -> None:
@@ -105,7 +105,7 @@ class BestPolicy:
             return
         self._policy_weights.assign(self._variables)
         export_policy(policy_saver.PolicySaver(self._policy, batch_size=None), self.export_dir, self.train_step)
-        with open(self._meta_path, "w", encoding="utf-8") as handle:
+        with atomic_write(self._meta_path) as handle:  # a reader (or a restart) never sees half of it
             json.dump({"train_step": self.train_step, "average_return": self.average_return,
                        "confirmed_return": self.confirmed_return}, handle)
         self._exported = True

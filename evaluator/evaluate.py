@@ -144,7 +144,7 @@ class Evaluator:
         self._announced_wait = 0.0
 
     @classmethod
-    def connect(cls, config: EvaluatorConfig, stop_requested: Callable[[], bool]) -> Evaluator:
+    def from_config(cls, config: EvaluatorConfig, stop_requested: Callable[[], bool]) -> Evaluator:
         """Waits for the replay server, then builds the episodes, the weights puller and the best policy."""
         builder = DqnBuilder(config, run_env_specs(config))
         client = wait_for_server(config.replay_address, wait_s=config.connect_timeout_s,
@@ -264,7 +264,7 @@ def run(config: EvaluatorConfig) -> int:
     use_one_core()
     stop = StopSignal()
     health = start_health(config.health_port, "evaluator")
-    evaluator = Evaluator.connect(config, lambda: stop.requested)
+    evaluator = Evaluator.from_config(config, lambda: stop.requested)
     health.set(True)
     while not stop.wait(config.poll_interval_s):
         weights = evaluator.new_weights()

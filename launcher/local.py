@@ -113,7 +113,7 @@ class Topology:
         """Role restarts so far."""
         return sum(len(c.restarts) for c in self.children)
 
-    def supervise(self, now: float) -> str | None:
+    def restart_failed_roles(self, now: float) -> str | None:
         """Restarts roles that exited non-zero, after a backoff; returns why the run must end, if it must.
 
         The same argv and log file (appended): every role is built to be restarted. Bad input (exit 2) is not
@@ -275,13 +275,14 @@ def run(config: LocalConfig) -> int:
     started = time.monotonic()
     topology.start()
     try:
-        return supervise(config, topology, stop, target, started)
+        return watch_until_done(config, topology, stop, target, started)
     finally:
         # Whatever ends the supervisor (its console gone, a bug), the roles must not train on without it.
         topology.stop()
 
 
-def supervise(config: LocalConfig, topology: Topology, stop: StopSignal, target: float | None, started: float) -> int:
+def watch_until_done(config: LocalConfig, topology: Topology, stop: StopSignal, target: float | None,
+                     started: float) -> int:
     """Watches the started roles until the run ends, stops them stage by stage, prints the summary: the exit code."""
     say(f"dqn-service local: {config.num_actors} actors x {config.num_envs} envs on {config.env_id}, "
           f"replay at {topology.replay_address}, run dir {config.root_dir} (logs in {config.path('logs')})",
@@ -306,7 +307,7 @@ def supervise(config: LocalConfig, topology: Topology, stop: StopSignal, target:
         elif time.monotonic() - last_print >= 10:
             say(line, flush=True)
             last_print = time.monotonic()
-        ended = topology.supervise(time.monotonic())
+        ended = topology.restart_failed_roles(time.monotonic())
         if ended:
             reason = ended
             break

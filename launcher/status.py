@@ -14,7 +14,7 @@ from dqn.remote.replay_client import server_info
 from dqn.remote.run_settings import fetch_run_settings
 from dqn.remote.weights_puller import fetch_weights
 from dqn.replay_layout.items import REPLAY_TABLE, VARIABLES_TABLE
-from dqn.settings.config import AUTO_FROM_ENV
+from dqn.settings.common import AUTO_FROM_ENV
 
 
 def _counts(info) -> tuple[int, int]:

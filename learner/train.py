@@ -1,8 +1,9 @@
 """The learner process: sampled replay batches -> DqnAgent.train, plus periodic publishing, checkpoints and exports.
 
-Batches come from the input pipeline (dqn/replay_layout/dataset.py) through staged variables (learner/feed.py) and
-are unpacked by the replay layout (dqn/replay_layout/). Weights + train step go to the `variables` table at start and
-every `publish_interval` steps; checkpoints every `checkpoint_interval` steps and on SIGTERM (restored on start).
+Batches come from the input pipeline (dqn/replay_layout/dataset.py) through staged variables
+(learner/staged_batches.py) and are unpacked by the replay layout (dqn/replay_layout/). Weights + train step go to
+the `variables` table at start and every `publish_interval` steps; checkpoints every `checkpoint_interval` steps
+and on SIGTERM (restored on start).
 Each periodic job is a trigger, built by `make_triggers` (learner/triggers.py). One applies the evaluator's latest
 reset request (evaluator/reset_rule.py, dqn/remote/reset_requests.py) as soon as it arrives: a fresh Q-network, an
 emptied replay table and an epsilon schedule counted from that step, published at once.
@@ -38,11 +39,11 @@ from dqn.replay_layout.items import REPLAY_TABLE
 from dqn.resolve import run_env_specs
 from dqn.settings.config import LearnerConfig, role_dir
 from learner.checkpoints import LearnerCheckpoints
-from learner.feed import StagedBatches
 from learner.log_throttle import LogThrottle
 from learner.non_finite import FiniteVariables, NonFiniteUpdates, is_non_finite_loss
 from learner.priority_updates import PriorityUpdater, importance_beta, importance_weights
-from learner.staged import BatchStats, StagedTrainer
+from learner.staged_batches import StagedBatches
+from learner.staged_trainer import BatchStats, StagedTrainer
 from learner.stats import NoInsertWarning, ReplayRates
 from learner.triggers import make_triggers
 from learner.write_guard import try_write

@@ -79,7 +79,7 @@ def fill_replay(address: str, num_transitions: int, num_envs: int = 16, envs_per
 def make_dataset(config):
     """The learner's batches as a dataset: [batch, L, ...] rows as trained on, with one sample info per item.
 
-    The learner applies the same `finish_batch` inside its feed's staging call (learner/feed.py) instead of a map.
+    The learner applies the same `finish_batch` inside its staging call (learner/staged_batches.py) instead of a map.
     """
     from dqn.resolve import resolved_builder
 

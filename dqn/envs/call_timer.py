@@ -38,7 +38,10 @@ class EnvCallTimeout(Exception):
 
 
 class EnvCallTimer:
-    """Arms SIGALRM around vector steps; `enter()` / `leave()` bracket each call into a sub-env."""
+    """Arms SIGALRM around vector steps (`with timer:`); `enter()` / `leave()` bracket each call into a sub-env.
+
+    Outside the main thread or without a limit the `with` block runs its calls without a deadline.
+    """
 
     def __init__(self, limit_s: float):
         self.limit_s = limit_s
@@ -49,6 +52,7 @@ class EnvCallTimer:
         # Checks often enough that a call is interrupted within about a tenth of its limit after it passes.
         self._interval_s = min(1.0, max(0.01, limit_s / 10))
         self._arms = 0
+        self._armed = False
 
     def enter(self, what: str) -> None:
         """A call into a sub-env starts now (`what` names it in the error)."""
@@ -59,11 +63,19 @@ class EnvCallTimer:
         """The call returned (or raised)."""
         self.entered_at = None
 
-    def arm(self) -> bool:
-        """Starts the periodic check for the calls of one vector step; False where it cannot run.
+    def __enter__(self) -> EnvCallTimer:
+        """Starts the periodic check for the calls made inside the `with` block, where it can run."""
+        self._armed = self._arm()
+        return self
 
-        It cannot without a limit or off the main thread. Pair every True with `disarm()`.
-        """
+    def __exit__(self, *exc_info: object) -> None:
+        """Stops the periodic check (whether the block returned or raised)."""
+        if self._armed:
+            self._armed = False
+            self._disarm()
+
+    def _arm(self) -> bool:
+        """Starts the periodic check; False where it cannot run (no limit, or off the main thread)."""
         global _armed
         if self.limit_s <= 0 or threading.current_thread() is not threading.main_thread():
             return False
@@ -77,7 +89,7 @@ class EnvCallTimer:
         return True
 
     @staticmethod
-    def disarm() -> None:
+    def _disarm() -> None:
         """Stops the periodic check."""
         global _armed
         signal.setitimer(signal.ITIMER_REAL, 0, 0)

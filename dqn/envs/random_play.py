@@ -50,33 +50,30 @@ def random_play(env_id: str, options: EnvOptions, call_limit_s: float, seed: int
     is exhausted or closed.
     """
     env = make_gym_env(env_id, options)
-    timer = EnvCallTimer(call_limit_s)
-    armed = timer.arm()
     try:
-        env.action_space.seed(seed)
-        timer.enter("reset")
-        observation, _ = env.reset(seed=seed)
-        timer.leave()
-        yield PlayedStep(observation, None, None)
-        deadline = time.perf_counter() + budget_s
-        for _ in range(max_steps):
-            if time.perf_counter() >= deadline:
-                return
-            action = env.action_space.sample()
-            timer.enter("step")
-            started = time.perf_counter()
-            observation, reward, terminated, truncated, _ = env.step(action)
-            seconds = time.perf_counter() - started
+        with EnvCallTimer(call_limit_s) as timer:
+            env.action_space.seed(seed)
+            timer.enter("reset")
+            observation, _ = env.reset(seed=seed)
             timer.leave()
-            yield PlayedStep(observation, seconds, action, float(reward), bool(terminated))
-            if terminated or truncated:
-                timer.enter("reset")
-                observation, _ = env.reset()
+            yield PlayedStep(observation, None, None)
+            deadline = time.perf_counter() + budget_s
+            for _ in range(max_steps):
+                if time.perf_counter() >= deadline:
+                    return
+                action = env.action_space.sample()
+                timer.enter("step")
+                started = time.perf_counter()
+                observation, reward, terminated, truncated, _ = env.step(action)
+                seconds = time.perf_counter() - started
                 timer.leave()
-                yield PlayedStep(observation, None, None)
+                yield PlayedStep(observation, seconds, action, float(reward), bool(terminated))
+                if terminated or truncated:
+                    timer.enter("reset")
+                    observation, _ = env.reset()
+                    timer.leave()
+                    yield PlayedStep(observation, None, None)
     finally:
-        if armed:
-            timer.disarm()
         env.close()
 
 

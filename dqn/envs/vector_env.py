@@ -104,12 +104,8 @@ class GymnasiumVectorEnvironment(py_environment.PyEnvironment):
         self._seed = seed
 
     def _reset(self) -> ts.TimeStep:
-        armed = self._timer.arm()
-        try:
+        with self._timer:
             observation, _ = self._vector_env.reset(seed=self._seed)
-        finally:
-            if armed:
-                self._timer.disarm()
         self._seed = None
         self._episode_ended[:] = False
         self.first_step_fault[:] = -1
@@ -130,12 +126,8 @@ class GymnasiumVectorEnvironment(py_environment.PyEnvironment):
             for index, what in bad.items():
                 sub_env = self._sub_envs[index]
                 sub_env.mark_non_finite(what, None)
-                armed = self._timer.arm()  # this reset is a call into the env too: it gets the same deadline
-                try:
+                with self._timer:  # this reset is a call into the env too: it gets the same deadline
                     fresh = self._convert(sub_env.reset()[0])
-                finally:
-                    if armed:
-                        self._timer.disarm()
                 observation = tf.nest.map_structure(_with_row(index), observation, fresh)
         bad = self._non_finite_envs(observation, np.zeros(self._num_envs))
         if bad:
@@ -145,12 +137,8 @@ class GymnasiumVectorEnvironment(py_environment.PyEnvironment):
         return observation
 
     def _step(self, action: np.ndarray) -> ts.TimeStep:
-        armed = self._timer.arm()
-        try:
+        with self._timer:
             observation, reward, terminated, truncated, _ = self._vector_env.step(np.asarray(action))
-        finally:
-            if armed:
-                self._timer.disarm()
         self._steps += self._num_envs
         observation = self._convert(observation)
         if not self._all_finite(observation, reward):

@@ -44,13 +44,6 @@ def hold_start_probability(epsilon: float, mean_hold: float) -> float:
     return epsilon / (mean_hold - epsilon * (mean_hold - 1.0))
 
 
-def check_hold_exponent(exponent: float) -> str | None:
-    """Why `exponent` is not a valid hold exponent (zeta needs > 1; 0 = plain epsilon-greedy), or None."""
-    if exponent == 0 or exponent > 1:
-        return None
-    return f"must be 0 (one-step random actions) or > 1 (a zeta distribution's exponent); got {exponent}"
-
-
 class HeldRandomActions:
     """Per env: the held random action while a hold runs, else maybe start one, else the greedy action.
 

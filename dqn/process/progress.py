@@ -14,6 +14,8 @@ from typing import Any
 import numpy as np
 from tf_agents.trajectories import time_step as ts
 
+from dqn.files import atomic_write
+
 
 class EpisodeStats:
     """Returns and lengths of finished episodes across a batch of envs (recent window of 100)."""
@@ -55,11 +57,8 @@ class EpisodeStats:
 def write_progress(directory: str, **values: Any) -> None:
     """Atomically replaces `<directory>/progress.json` with these values and a timestamp."""
     os.makedirs(directory, exist_ok=True)
-    path = os.path.join(directory, "progress.json")
-    tmp = f"{path}.tmp"
-    with open(tmp, "w", encoding="utf-8") as handle:
+    with atomic_write(os.path.join(directory, "progress.json")) as handle:
         json.dump({**values, "time": time.time()}, handle)
-    os.replace(tmp, path)
 
 
 def read_progress(directory: str) -> dict[str, Any]:

@@ -14,10 +14,10 @@ from tf_agents.replay_buffers import reverb_replay_buffer
 
 from dqn.replay_layout.items import REPLAY_TABLE
 from dqn.replay_layout.layout import ReplayLayout
-from dqn.settings.config import LearnerConfig
+from dqn.settings.config import LearnerSettings
 
 
-def sample_dataset(config: LearnerConfig, layout: ReplayLayout, item_step_spec) -> tf.data.Dataset:
+def sample_dataset(config: LearnerSettings, layout: ReplayLayout, item_step_spec) -> tf.data.Dataset:
     """The sampled items as Reverb returns them, prefetched; the iterator ends after no_data_timeout_s without one.
 
     The learner's feed applies the layout's `finish_batch` inside its staging call rather than as a tf.data map:
@@ -30,12 +30,12 @@ def sample_dataset(config: LearnerConfig, layout: ReplayLayout, item_step_spec) 
     return dataset.prefetch(config.prefetch)
 
 
-def items_per_batch(config: LearnerConfig, layout: ReplayLayout) -> int:
+def items_per_batch(config: LearnerSettings, layout: ReplayLayout) -> int:
     """Items sampled for one train call: batch_size * train_steps_per_call transitions as whole items."""
     return config.train_batch_size() * config.train_steps_per_call // layout.transitions_per_item
 
 
-def _book_dataset(config: LearnerConfig, layout: ReplayLayout, item_step_spec) -> tf.data.Dataset:
+def _book_dataset(config: LearnerSettings, layout: ReplayLayout, item_step_spec) -> tf.data.Dataset:
     """The book's `ReverbReplayBuffer.as_dataset`: one Reverb stream per batch slot (up to 32), an op per item."""
     length = layout.sequence_length
     buffer = reverb_replay_buffer.ReverbReplayBuffer(
@@ -47,7 +47,7 @@ def _book_dataset(config: LearnerConfig, layout: ReplayLayout, item_step_spec) -
     return dataset.map(lambda experience, info: (experience, tf.nest.map_structure(lambda t: t[:, 0], info)))
 
 
-def _reverb_streams(config: LearnerConfig, layout: ReplayLayout, item_step_spec) -> tf.data.Dataset:
+def _reverb_streams(config: LearnerSettings, layout: ReplayLayout, item_step_spec) -> tf.data.Dataset:
     """`parallel_calls()` Reverb TrajectoryDatasets, each batching its share of the batch in C++.
 
     Per item this costs no tf.data map or interleave step, unlike `as_dataset` (bench/learner_throughput.py).

@@ -1,4 +1,4 @@
-"""The replay item format in numbers and names: no TensorFlow here (dqn/settings/config.py's checks read it).
+"""The replay item format in numbers and names: no TensorFlow here.
 
 One replay item is `sequence_length` consecutive steps (n + 1 for n-step returns, train_sequence_length for an
 RNN) of either one env (`envs_per_item` 1) or the same steps of a block of envs ([L, E, ...]). Reverb counts
@@ -26,8 +26,6 @@ EXPLORATION_START_KEY = "exploration_start"
 RESET_REQUEST_STEP_KEY = "reset_request_step"
 #: Key in a replay item's `policy_info` of the actor's initial priority (see `actors_send_priorities`).
 INITIAL_PRIORITY_KEY = "initial_priority"
-#: envs_per_item 0 (auto) resolves to this without an RNN: Reverb's per-item cost paid once per 16 transitions.
-AUTO_ENVS_PER_ITEM = 16
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,7 +41,7 @@ class ItemShape:
     def from_config(cls, config) -> ItemShape:
         """The shape for a `CommonConfig` (any role's config)."""
         return cls(sequence_length=config.train_sequence_length if config.lstm_size else config.n_step_update + 1,
-                   envs_per_item=config.envs_per_item or (1 if config.lstm_size else AUTO_ENVS_PER_ITEM),
+                   envs_per_item=config.resolved_envs_per_item(),
                    # n-step items start at every step of an episode and may reach into the next (see unpack.py).
                    run_past_episode_end=config.n_step_update > 1,
                    actors_send_priorities=actors_send_priorities(config))
@@ -58,13 +56,8 @@ class ItemShape:
         return -(-transitions // self.envs_per_item)
 
 
-def actors_compute_td_errors(config) -> bool:
-    """Actors can compute their own TD errors for 1-step transitions of a feed-forward Q-network only."""
-    return config.lstm_size is None and config.n_step_update == 1
-
-
 def actors_send_priorities(config) -> bool:
     """Replay items carry the actor's initial priority in `policy_info` (see actor/initial_priorities.py)."""
     if not config.prioritized_replay or config.initial_priority == "max":
         return False
-    return config.initial_priority == "td_error" or actors_compute_td_errors(config)
+    return config.initial_priority == "td_error" or config.actors_compute_td_errors()

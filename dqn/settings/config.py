@@ -1,9 +1,8 @@
 """Documented settings for every role. Each field is a flag (`--env-id`) and an env var (`DQN_ENV_ID`).
 
-`CommonConfig` holds everything that shapes the data (env, network, replay layout): every role
-builds the same specs and table signatures from it, so no role waits for another's files.
-Defaults are tuned for CartPole-v1 on a 2-core CPU machine; docs/defaults.md says why each is what it is.
-Each `setting` help is one line: what it does and its unit (`--help` adds the accepted values, env var, default).
+Each role's settings are `CommonConfig` (dqn/settings/common.py: what every role shares) plus its own; `XConfig`
+adds the health port of a role started on its own. Defaults are tuned for CartPole-v1 on a 2-core CPU machine;
+docs/defaults.md says why each is what it is.
 """
 
 from __future__ import annotations
@@ -11,10 +10,8 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from dqn.model.exploration import check_hold_exponent
-from dqn.replay_layout.items import ItemShape, actors_compute_td_errors
+from dqn.settings.common import AUTO_BATCH_TRANSITIONS, CommonConfig
 from dqn.settings.loading import ConfigError, setting
-from dqn.settings.presets import PRESET_NAMES
 
 #: Each role's directory under root_dir (summaries, progress file, its resolved config.json).
 ROLE_DIRS = {"replay-server": "replay", "learner": "learner", "evaluator": "evaluator"}
@@ -30,162 +27,18 @@ def actor_dir(actor_id: int) -> str:
     return f"actor-{actor_id}"
 
 
-#: Settings a run decides from its env when left at auto, and the value that means auto for each. The resolve step
-#: (dqn/resolve.py) decides them once per run; every role then uses exactly those values.
-AUTO_FROM_ENV = {"observation_history": None, "image_encoding": "auto", "action_gap_alpha": None,
-                 "samples_per_insert": None}
+@dataclasses.dataclass(frozen=True)
+class HealthConfig:
+    """A role's own health endpoint; not `local`'s, which picks its replay server's and leaves the others off."""
 
-#: Transitions per SGD step when batch_size is auto; with an RNN, sequences holding about as many steps.
-AUTO_BATCH_TRANSITIONS = 256
+    health_port: int = setting(0, "TCP port of this role's grpc.health.v1 service; 0 = disabled", ge=0, le=65535)
 
 
 @dataclasses.dataclass(frozen=True)
-class CommonConfig:
-    """Settings every role shares; they fix specs, signatures and the variable layout."""
-
-    root_dir: str = setting("runs/cartpole", "run directory for logs, summaries, checkpoints and the resolved "
-                            "config.json")
-    env_id: str = setting("CartPole-v1", "gymnasium environment id (module:Id imports module first); needs "
-                          "Discrete actions")
-    seed: int = setting(0, "base random seed; each actor and env derives its own from it", ge=0)
-    replay_address: str = setting("localhost:8000", "host:port of the replay server")
-    rpc_timeout_s: float = setting(10.0, "deadline of one remote call to the replay server, in seconds", gt=0)
-    connect_timeout_s: float = setting(120.0, "seconds to wait for the replay server at start before exiting with "
-                                       "code 1", gt=0)
-    preset: str | None = setting(None, "named group of settings (dqn/settings/presets.py) applied below --config, "
-                                 "DQN_* variables and flags; none = no preset", choices=PRESET_NAMES)
-    max_episode_steps: int = setting(0, "truncate episodes after this many agent steps; 0 = the env's own limit", ge=0)
-    env_call_timeout_s: float = setting(20.0, "a sub-env step or reset still running after this many seconds is "
-                                        "abandoned and the sub-env recreated; 0 = no limit", ge=0)
-    atari_noop_max: int = setting(30, "Atari only: at most this many no-op actions at reset", ge=0)
-    atari_frame_skip: int = setting(4, "Atari only: emulator frames per agent action, max-pooled over the last 2", ge=1)
-    atari_screen_size: int = setting(84, "Atari only: side of the square observation frame, in pixels", ge=8)
-    atari_grayscale: bool = setting(True, "Atari only: grayscale frames instead of RGB")
-    atari_terminal_on_life_loss: bool = setting(False, "Atari only, training: a lost life ends the episode, the "
-                                                "game goes on at the next reset (evaluation plays whole games)")
-    atari_fire_on_reset: bool = setting(False, "Atari only: press FIRE after each reset in games that have it (many "
-                                        "start play on FIRE)")
-    atari_clip_rewards: bool = setting(False, "Atari only, training: rewards clipped to their sign, -1, 0 or 1 "
-                                       "(evaluation scores unclipped)")
-    atari_frame_stack: int = setting(4, "Atari only: last frames stacked as observation channels", ge=1)
-    atari_repeat_action_probability: float = setting(0.25, "Atari only: sticky-action probability (the emulator "
-                                                     "repeats the previous action)", ge=0, le=1)
-    observation_history: int | None = setting(None, "vector observations: the last this many concatenated, oldest "
-                                              "first; none = auto: 2 where random play shows the observation "
-                                              "hides part of the state (a velocity), else 1", ge=1)
-    conv_layer_params: tuple[int, ...] | None = setting(None, "Q-network conv layers for image observations as "
-                                                        "filters,kernel,stride triples, e.g. 32,8,4,64,4,2,64,3,1; "
-                                                        "none = chosen from the image size", ge=1)
-    fc_layer_params: tuple[int, ...] = setting((256, 256), "Q-network hidden layer sizes, in units, e.g. 256,256; "
-                                               "with lstm_size they follow the LSTM", ge=1)
-    compute_dtype: str = setting("float32", "dtype the Q-network's hidden layers compute in (weights, Q-values and "
-                                 "the loss stay float32); auto = bfloat16 on a GPU or a CPU with AMX or "
-                                 "AVX512-BF16 for feed-forward networks, else float32",
-                                 choices=("float32", "bfloat16", "auto"))
-    observation_scaling: str = setting("narrow", "MLP inputs, scaled inside the network: narrow = features whose Box "
-                                       "bound is below 1 divided by it; bounds = every bounded feature; none = raw",
-                                       choices=("narrow", "bounds", "none"))
-    image_encoding: str = setting("auto", "integer image parts: scaled = divided by their bound; one-hot = values "
-                                  "are category codes 0-15, one-hot per cell and channel; auto = one-hot where "
-                                  "random play shows only values below 16", choices=("auto", "scaled", "one-hot"))
-    learning_rate: float = setting(1e-3, "Adam learning rate", gt=0, le=1)
-    gamma: float = setting(0.99, "discount factor per agent step", ge=0, le=1)
-    td_loss: str = setting("huber", "TD error loss: huber or mse (squared error)", choices=("huber", "mse"))
-    double_dqn: bool = setting(False, "double DQN targets (TF-Agents' DdqnAgent) instead of plain DQN targets")
-    action_gap_alpha: float | None = setting(None, "advantage learning: each TD target minus this x (max_b Q(s,b) "
-                                             "- Q(s,a)) of the target network; 0 = plain targets; none = auto: 0.9 "
-                                             "where random play shows an action that changes nothing, else 0",
-                                             ge=0, le=0.99)
-    target_update_period: int = setting(100, "train steps between target-network updates", ge=1)
-    target_update_tau: float = setting(1.0, "weight of the online network in each target update; 1.0 = hard copy",
-                                       gt=0, le=1)
-    gradient_clipping: float | None = setting(10.0, "global-norm gradient clip; none = no clipping", gt=0)
-    epsilon_start: float = setting(1.0, "collect-policy epsilon (random-action probability) at train step 0",
-                                   ge=0, le=1)
-    epsilon_end: float = setting(0.1, "collect-policy epsilon once the decay is over", ge=0, le=1)
-    epsilon_decay_steps: int = setting(2000, "train steps over which epsilon decays linearly from start to end", ge=1)
-    epsilon_hold_exponent: float = setting(2.0, "an actor holds each random action for a zeta(this)-distributed "
-                                           "number of steps, at most to its episode's end (temporally extended "
-                                           "epsilon-greedy); 0 = one step each",
-                                           ge=0)
-    replay_max_size: int = setting(100_000, "replay table capacity, in transitions (the oldest are removed first)",
-                                   ge=1)
-    replay_min_size: int = setting(1000, "transitions in replay before the learner may sample", ge=1)
-    samples_per_insert: float | None = setting(None, "rate limiter: transitions sampled per transition inserted; "
-                                               "0 = only wait for replay_min_size; none = auto: 4, raised up to 32 "
-                                               "for envs whose timed step is slow", ge=0)
-    samples_per_insert_tolerance: float = setting(0.5, "rate limiter: allowed drift from samples_per_insert, as a "
-                                                  "fraction of replay_min_size * samples_per_insert", gt=0)
-    n_step_update: int = setting(1, "n of the n-step returns; replay items hold n + 1 consecutive steps", ge=1)
-    lstm_size: tuple[int, ...] | None = setting(None, "LSTM cell sizes of a recurrent Q-network (TF-Agents' "
-                                                "QRnnNetwork), e.g. 32; none = feed-forward", ge=1)
-    train_sequence_length: int = setting(8, "with lstm_size: steps per replay item and per training sequence", ge=2)
-    prioritized_replay: bool = setting(False, "prioritized replay: sample items by priority, write back |TD error|, "
-                                       "weight the loss by importance")
-    priority_exponent: float = setting(0.6, "prioritized replay: sampling exponent alpha; 0 = uniform", ge=0, le=1)
-    initial_priority: str = setting("auto", "prioritized replay: priority of new items: max (1.0, the top of the "
-                                    "scale), td_error (the actor's |TD error|; feed-forward, n_step_update 1 only) or "
-                                    "auto (td_error where it applies, else max)", choices=("auto", "max", "td_error"))
-    envs_per_item: int = setting(0, "envs whose same-step transitions share one replay item; 1 = one item per env; 0 "
-                                 "= auto: 16, or 1 with lstm_size", ge=0)
-
-    def check(self) -> None:
-        """Cross-field checks that single-field bounds cannot express."""
-        if self.replay_min_size > self.replay_max_size:
-            raise ConfigError("replay_min_size", f"must be <= replay_max_size ({self.replay_max_size}); "
-                                                 f"got {self.replay_min_size}")
-        if self.epsilon_end > self.epsilon_start:
-            raise ConfigError("epsilon_end", f"must be <= epsilon_start ({self.epsilon_start})")
-        if (problem := check_hold_exponent(self.epsilon_hold_exponent)) is not None:
-            raise ConfigError("epsilon_hold_exponent", problem)
-        host, _, port = self.replay_address.rpartition(":")
-        if not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise ConfigError("replay_address", f"must be host:port, e.g. localhost:8000; got {self.replay_address!r}")
-        if not self.fc_layer_params:
-            raise ConfigError("fc_layer_params", "needs at least one hidden layer size, e.g. 64,64")
-        if self.lstm_size is not None and self.n_step_update != 1:
-            raise ConfigError("n_step_update", "must be 1 with an RNN Q-network (lstm_size): TF-Agents 0.19's "
-                                               "DqnAgent does not support n-step updates with stateful networks")
-        if self.initial_priority == "td_error" and not self.prioritized_replay:
-            raise ConfigError("initial_priority", "td_error needs prioritized_replay true (uniform sampling "
-                                                  "ignores priorities); or leave it at auto")
-        if self.initial_priority == "td_error" and not actors_compute_td_errors(self):
-            raise ConfigError("initial_priority", "td_error is computed for 1-step transitions of a feed-forward "
-                                                  "Q-network: use n_step_update 1 and no lstm_size, or max/auto")
-        if self.lstm_size is not None and self.envs_per_item > 1:
-            raise ConfigError("envs_per_item", "must be 1 (or 0 = auto) with an RNN Q-network (lstm_size): its "
-                                               "sequences are kept per env stream")
-        envs = ItemShape.from_config(self).envs_per_item
-        if self.replay_min_size < envs:
-            raise ConfigError("replay_min_size", f"must be >= envs_per_item ({envs}): the table counts whole items")
-        if self.compute_dtype == "bfloat16" and self.lstm_size is not None:
-            raise ConfigError("compute_dtype", "bfloat16 is for feed-forward Q-networks: with lstm_size use float32")
-        if self.lstm_size is not None and not self.lstm_size:
-            raise ConfigError("lstm_size", "needs at least one LSTM size, e.g. 32; or none for no RNN")
-        if self.conv_layer_params is not None and (not self.conv_layer_params or len(self.conv_layer_params) % 3):
-            raise ConfigError("conv_layer_params", "needs filters,kernel,stride triples, e.g. 32,8,4,64,4,2,64,3,1; "
-                                                   f"got {','.join(map(str, self.conv_layer_params))!r}")
-
-    def unresolved(self) -> list[str]:
-        """The settings still at auto that the resolve step decides from the env (AUTO_FROM_ENV)."""
-        return [name for name, auto in AUTO_FROM_ENV.items() if getattr(self, name) == auto]
-
-    def conv_layers(self) -> tuple[tuple[int, int, int], ...] | None:
-        """conv_layer_params as TF-Agents' (filters, kernel size, stride) tuples, or None for an MLP."""
-        params = self.conv_layer_params
-        return None if params is None else tuple(tuple(params[i:i + 3]) for i in range(0, len(params), 3))
-
-    def path(self, *parts: str) -> str:
-        """A path under the run directory."""
-        return os.path.join(self.root_dir, *parts)
-
-
-@dataclasses.dataclass(frozen=True)
-class ReplayServerConfig(CommonConfig):
-    """The Reverb server: tables, checkpoints, health."""
+class ReplayServerSettings(CommonConfig):
+    """The Reverb server: tables, checkpoints (what `local` takes of it: all but the health port)."""
 
     port: int = setting(8000, "TCP port the Reverb server listens on", ge=1, le=65535)
-    health_port: int = setting(8001, "TCP port of the grpc.health.v1 service; 0 = disabled", ge=0, le=65535)
     checkpoint_dir: str | None = setting(None, "directory of replay checkpoints; none = <root_dir>/replay_checkpoints")
     checkpoint_interval_s: float = setting(300.0, "seconds between periodic replay checkpoints; 0 = only at stop", ge=0)
     stats_interval_s: float = setting(30.0, "seconds between table statistics log lines", gt=0)
@@ -199,8 +52,8 @@ class ReplayServerConfig(CommonConfig):
 
 
 @dataclasses.dataclass(frozen=True)
-class LearnerConfig(CommonConfig):
-    """The learner: dataset, train step, publishing, checkpoints, summaries."""
+class LearnerSettings(CommonConfig):
+    """The learner: dataset, train step, publishing, checkpoints, summaries (all but the health port)."""
 
     batch_size: int = setting(0, "transitions per SGD step (sequences with lstm_size); 0 = auto: 256, or 256 / "
                               "train_sequence_length sequences with lstm_size", ge=0)
@@ -227,7 +80,6 @@ class LearnerConfig(CommonConfig):
     importance_anneal_steps: int = setting(0, "prioritized replay: train steps over which beta reaches 1; 0 = "
                                            "max_train_steps", ge=0)
     no_data_timeout_s: float = setting(30.0, "seconds without a new batch before the learner logs 'no new data'", gt=0)
-    health_port: int = setting(0, "TCP port of the grpc.health.v1 service; 0 = disabled", ge=0, le=65535)
 
     def check(self) -> None:
         """The parallel sample streams must fit (as_dataset) or divide (streams) the sampled batch."""
@@ -240,7 +92,7 @@ class LearnerConfig(CommonConfig):
             raise ConfigError("num_parallel_calls", f"must divide batch_size * train_steps_per_call ({total}) with "
                                                     "replay_dataset streams (each stream samples an equal share): "
                                                     "set it to 1, or pick a batch size it divides")
-        envs = ItemShape.from_config(self).envs_per_item
+        envs = self.resolved_envs_per_item()
         if total % envs:
             raise ConfigError("envs_per_item", f"must divide batch_size * train_steps_per_call ({total}): batches "
                                                f"are whole items of {envs} transitions; got {envs}")
@@ -270,7 +122,7 @@ class LearnerConfig(CommonConfig):
         """num_parallel_calls with auto (0) resolved for the input pipeline and replay layout."""
         if self.num_parallel_calls:
             return self.num_parallel_calls
-        envs = ItemShape.from_config(self).envs_per_item
+        envs = self.resolved_envs_per_item()
         items = max(1, self.train_batch_size() * self.train_steps_per_call // envs)
         if self.replay_dataset == "as_dataset":
             return min(3, items)
@@ -278,8 +130,8 @@ class LearnerConfig(CommonConfig):
 
 
 @dataclasses.dataclass(frozen=True)
-class ActorConfig(CommonConfig):
-    """An actor: N parallel envs, batched epsilon-greedy inference, replay items of sequence_length steps."""
+class ActorSettings(CommonConfig):
+    """An actor: N parallel envs, batched epsilon-greedy inference, replay items (all but the health port)."""
 
     actor_id: int = setting(0, "index of this actor (seeds, log dir actor-<id>, Ape-X epsilon); -1 = the replica "
                             "number in the pod/container name (StatefulSet ordinal, Compose replica)", ge=-1)
@@ -299,7 +151,6 @@ class ActorConfig(CommonConfig):
                                  "for ids i < num_actors K, else i's van der Corput fraction (distinct at any scale)")
     apex_base_epsilon: float = setting(0.4, "Ape-X base epsilon", ge=0, le=1)
     summary_interval_s: float = setting(5.0, "seconds between actor summaries", gt=0)
-    health_port: int = setting(0, "TCP port of the grpc.health.v1 service; 0 = disabled", ge=0, le=65535)
     max_env_restarts: int = setting(20, "sub-env restarts (an env that raised is recreated) allowed within "
                                     "env_restart_window before the actor exits 1; 0 = the first env error ends it",
                                     ge=0)
@@ -309,7 +160,7 @@ class ActorConfig(CommonConfig):
     def check(self) -> None:
         """Each replay item holds envs_per_item of this actor's envs."""
         super().check()
-        envs = ItemShape.from_config(self).envs_per_item
+        envs = self.resolved_envs_per_item()
         if self.num_envs % envs:
             raise ConfigError("num_envs", f"must be a multiple of envs_per_item ({envs}): each replay "
                                           f"item holds that many envs' transitions; got {self.num_envs}. Pick "
@@ -330,8 +181,8 @@ class ActorConfig(CommonConfig):
 
 
 @dataclasses.dataclass(frozen=True)
-class EvaluatorConfig(CommonConfig):
-    """The evaluator: greedy episodes whenever the published train step advances."""
+class EvaluatorSettings(CommonConfig):
+    """The evaluator: greedy episodes whenever the published train step advances (all but the health port)."""
 
     eval_interval: int = setting(100, "train steps between evaluations: newer weights are evaluated once this far "
                                  "past the last evaluated", ge=1)
@@ -352,7 +203,6 @@ class EvaluatorConfig(CommonConfig):
         ge=0)
     poll_interval_s: float = setting(0.1, "seconds between checks for newer weights; short enough that evaluations "
                                      "keep the eval_interval cadence", gt=0)
-    health_port: int = setting(0, "TCP port of the grpc.health.v1 service; 0 = disabled", ge=0, le=65535)
 
     def resolved_target_return(self, reward_threshold: float | None) -> float | None:
         """target_return, else the env's reward_threshold: one rule, so the evaluator re-checks where `local` stops."""
@@ -360,8 +210,28 @@ class EvaluatorConfig(CommonConfig):
 
 
 @dataclasses.dataclass(frozen=True)
-class LocalConfig(LearnerConfig, ActorConfig, EvaluatorConfig, ReplayServerConfig):
-    """The whole topology as separate processes on this machine (free loopback ports)."""
+class ReplayServerConfig(HealthConfig, ReplayServerSettings):
+    """The Reverb server: tables, checkpoints, health."""
+
+
+@dataclasses.dataclass(frozen=True)
+class LearnerConfig(HealthConfig, LearnerSettings):
+    """The learner: dataset, train step, publishing, checkpoints, summaries, health."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ActorConfig(HealthConfig, ActorSettings):
+    """An actor: N parallel envs, batched epsilon-greedy inference, replay items of sequence_length steps, health."""
+
+
+@dataclasses.dataclass(frozen=True)
+class EvaluatorConfig(HealthConfig, EvaluatorSettings):
+    """The evaluator: greedy episodes whenever the published train step advances, health."""
+
+
+@dataclasses.dataclass(frozen=True)
+class LocalConfig(LearnerSettings, ActorSettings, EvaluatorSettings, ReplayServerSettings):
+    """The whole topology as separate processes on this machine (free loopback ports); no health port of its own."""
 
     tensorboard: bool = setting(False, "also start TensorBoard on 127.0.0.1 and print its URL")
     tensorboard_port: int = setting(6006, "TensorBoard's TCP port on 127.0.0.1", ge=1, le=65535)

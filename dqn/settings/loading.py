@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from dqn.errors import BadInput
+from dqn.files import atomic_write
 
 ENV_PREFIX = "DQN_"
 
@@ -252,9 +253,7 @@ def to_dict(config: Any) -> dict[str, Any]:
 def write_config(config: Any, path: str) -> None:
     """Writes the resolved config as JSON (atomically, so a reader never sees half a file)."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = f"{path}.tmp.{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as handle:
+    with atomic_write(path) as handle:
         json.dump(to_dict(config), handle, indent=2, sort_keys=True)
         handle.write("\n")
-    os.replace(tmp, path)
 

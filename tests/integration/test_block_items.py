@@ -144,10 +144,10 @@ def test_learner_unblocks_items_into_rows_paired_with_their_key_and_masks_bounda
 
 
 def test_learner_feed_stages_the_same_rows_as_the_dataset_gives(replay_server_factory):
-    """The feed finishes batches inside its staging call (learner/feed.py): each item's rows equal make_dataset's."""
+    """The staging call finishes batches (learner/staged_batches.py): each item's rows equal make_dataset's."""
     from dqn.resolve import resolved_builder
     from dqn.settings.config import LearnerConfig
-    from learner.feed import StagedBatches
+    from learner.staged_batches import StagedBatches
     from tests.helpers import make_dataset
 
     envs = 4

@@ -10,7 +10,7 @@ from tf_agents.drivers import py_driver
 from tf_agents.policies import random_py_policy
 from tf_agents.replay_buffers import reverb_replay_buffer, reverb_utils
 
-from dqn.envs.single_env import GymnasiumEnvironment
+from bench.single_env import GymnasiumEnvironment
 from dqn.remote.weights_puller import WeightsPuller
 from dqn.remote.weights_wire import publish_weights
 from dqn.replay_layout.items import REPLAY_TABLE, VARIABLES_TABLE

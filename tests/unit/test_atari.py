@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from bench.single_env import GymnasiumEnvironment
 from dqn.envs.atari import is_atari
 from dqn.envs.making import EnvOptions, env_specs
-from dqn.envs.single_env import GymnasiumEnvironment
 from dqn.envs.vector_env import GymnasiumVectorEnvironment
 from dqn.resolve import resolve_settings
 from dqn.settings import loading as config_loading

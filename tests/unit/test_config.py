@@ -11,6 +11,7 @@ from dqn.settings.config import (
     ALL_CONFIG_CLASSES,
     ActorConfig,
     CommonConfig,
+    EvaluatorConfig,
     LearnerConfig,
     LocalConfig,
     ReplayServerConfig,
@@ -199,9 +200,10 @@ def test_reference_lists_every_setting_once_with_its_roles_and_each_roles_defaul
     for name in KNOWN:
         rows = [line for line in text.splitlines() if line.startswith(f"| `{config_loading.flag_name(name)}` |")]
         assert len(rows) == 1, name
-    assert {f.name for f in dataclasses.fields(LocalConfig)} == KNOWN
+    # local picks its replay server's health port and leaves the other roles' off: it has no health_port.
+    assert {f.name for f in dataclasses.fields(LocalConfig)} == KNOWN - {"health_port"}
     health = next(line for line in text.splitlines() if line.startswith("| `--health-port` |"))
-    assert "`8001` (replay-server); `0` (others)" in health
+    assert "| `0` |" in health and "| replay-server, learner, actor, evaluator |" in health
     batch = next(line for line in text.splitlines() if line.startswith("| `--batch-size` |"))
     assert "| learner, local |" in batch and "| `0` |" in batch and "0 = auto: 256" in batch
 
@@ -215,3 +217,15 @@ def test_batch_size_auto_is_256_transitions_or_sequences_of_about_as_many_steps_
     resolved = resolve(LearnerConfig, environ={}, flags={"lstm_size": "32"})
     resolved.check()
     assert resolved.train_batch_size() == 32 and resolved.parallel_calls() == 2
+
+
+def test_health_port_is_one_setting_of_the_standalone_roles_and_local_takes_the_shared_variable_without_using_it():
+    import dataclasses
+
+    for cls in (ReplayServerConfig, LearnerConfig, ActorConfig, EvaluatorConfig):
+        assert resolve(cls, environ={"DQN_HEALTH_PORT": "8001"}).health_port == 8001
+        assert cls().health_port == 0
+    local = resolve(LocalConfig, environ={"DQN_HEALTH_PORT": "8001"}, known_names=KNOWN)  # compose's shared block
+    assert not hasattr(local, "health_port")
+    assert len({f.metadata["doc"] for cls in ALL_CONFIG_CLASSES for f in dataclasses.fields(cls)
+                if f.name == "health_port"}) == 1

@@ -8,7 +8,7 @@ import reverb
 from tf_agents.trajectories import time_step as ts
 
 import tests.flaky_env  # noqa: F401 - registers the flaky envs
-from actor.collect import drop_faulted
+from actor.collect import mark_faulted_steps_last
 from dqn.envs.faults import EnvFailed
 from dqn.envs.vector_env import GymnasiumVectorEnvironment
 from dqn.process.progress import EpisodeStats
@@ -92,7 +92,7 @@ def written_items(envs_per_item, fail_every=7, steps=60):
     for k in range(steps):
         action = np.full(4, k % 2, dtype=np.int64)
         next_time_step = env.step(action)
-        streams.append(drop_faulted(time_step, env.faulted), action, next_time_step)
+        streams.append(mark_faulted_steps_last(time_step, env.faulted), action, next_time_step)
         time_step = next_time_step
     streams.flush(10_000)
     assert env.restarts > 0

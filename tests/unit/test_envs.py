@@ -5,8 +5,8 @@ import pytest
 from tf_agents.environments import utils as env_utils
 from tf_agents.trajectories import time_step as ts
 
+from bench.single_env import GymnasiumEnvironment
 from dqn.envs.making import env_specs
-from dqn.envs.single_env import GymnasiumEnvironment
 from dqn.envs.spaces import EnvError
 from dqn.envs.vector_env import GymnasiumVectorEnvironment
 

@@ -9,7 +9,7 @@ from dqn.model.graph_io import HostInput, HostOutput
 from dqn.process.summaries import GraphScalars
 from dqn.resolve import resolved_builder
 from dqn.settings.config import LearnerConfig
-from learner.staged import BatchStats, StagedTrainer
+from learner.staged_trainer import BatchStats, StagedTrainer
 from tests.events import read_scalars
 
 

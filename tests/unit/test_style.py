@@ -80,3 +80,20 @@ def test_no_import_cycles():
     graph = import_graph()
     assert "launcher.roles" in graph["launcher.forked"] and "launcher.roles" in graph["launcher.cli"]
     assert not cycles(graph), f"import cycles: {cycles(graph)}"
+
+
+def test_layers_settings_at_the_bottom_dqn_knows_no_role_and_roles_know_only_dqn():
+    graph = import_graph()
+    below_settings = {"dqn.errors", "dqn.files"}  # standard library only
+    for module, imported in graph.items():
+        top = module.split(".")[0]
+        if module in below_settings:
+            assert not imported, f"{module} imports {imported}"
+        if module.startswith("dqn.settings"):
+            upward = {name for name in imported if not name.startswith("dqn.settings")} - below_settings
+            assert not upward, f"{module} imports above dqn/settings: {upward}"
+        if top == "dqn":
+            assert all(name.startswith("dqn") for name in imported), f"{module} imports a role: {imported}"
+        if top in ("actor", "learner", "replay_server", "evaluator") and not module.endswith("__main__"):
+            others = {name for name in imported if name.split(".")[0] not in (top, "dqn")}
+            assert not others, f"{module} imports another role: {others}"

@@ -1,8 +1,10 @@
-"""One gymnasium env as a TF-Agents PyEnvironment, for TF-Agents' own single-env drivers and observers.
+"""One gymnasium env as a TF-Agents PyEnvironment: the reference the service's batched env is measured against.
 
-The book's loop drives one env with `PyDriver` and writes through `ReverbAddTrajectoryObserver`; this adapter lets
-that loop run on a gymnasium env (bench/book_loop.py), and shows that items written by TF-Agents' observer train
-the service's agent. The service itself steps envs only in batches (`vector_env.GymnasiumVectorEnvironment`).
+The service steps envs only in batches (`dqn/envs/vector_env.py`), so nothing in it uses this. The book's loop and
+the stock actor drive one env with `PyDriver` and write through `ReverbAddTrajectoryObserver`, which takes unbatched
+steps only, and TF-Agents 0.19 wraps `gym`, not gymnasium: this adapter lets them run on a gymnasium env
+(bench/book_loop.py, bench/actor_throughput.py). Tests use it as the single-env semantics that each column of the
+batched env must follow (tests may import bench; bench never imports tests).
 """
 
 from __future__ import annotations

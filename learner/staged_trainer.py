@@ -1,4 +1,4 @@
-"""Graph calls on the learner's staged batches (learner/feed.py): the train step and the batch's summary values.
+"""Graph calls on the learner's staged batches (learner/staged_batches.py): the train step, the batch's summaries.
 
 Each reads a slot's variables in-graph and returns nothing to Python, so no tensor crosses per SGD step or per
 summary (see docs/design.md, "Python<->TF boundary and memory").
@@ -14,7 +14,7 @@ from dqn.model.graph_io import HostInput, HostOutput
 
 
 class StagedTrainer:
-    """The train step on a staged slot, read in-graph; the last loss stays in a variable (see learner/feed.py).
+    """The train step on a staged slot, read in-graph; the last loss stays in a variable (learner/staged_batches.py).
 
     Prioritized replay moves its per-step arrays (sample info out, importance weights in, TD errors out) through
     `dqn.model.graph_io` buffers, so even that path hands no tensor to Python.
