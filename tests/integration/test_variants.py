@@ -178,5 +178,5 @@ def test_a_role_whose_explicit_setting_differs_from_the_runs_is_refused_at_start
     result = run_cli("learner", "--root-dir", str(tmp_path / "run"), "--replay-address", system.server.address,
                      "--observation-history", "2", "--connect-timeout-s", "20")
     assert result.returncode == 2, result.stderr
-    assert ("observation_history: is 2 here, but the run's settings at the replay server at "
-            f"{system.server.address} say 1") in result.stderr
+    assert ("--observation-history / DQN_OBSERVATION_HISTORY: is 2 here, but the run's settings at the replay "
+            f"server at {system.server.address} say 1") in result.stderr
