@@ -18,6 +18,7 @@ from actor.initial_priorities import InitialPriorities
 from dqn.builder import DqnBuilder
 from dqn.model.schedules import epsilon_at
 from dqn.process.health import start_health
+from dqn.process.log_throttle import LogThrottle
 from dqn.process.progress import EpisodeStats, write_progress
 from dqn.process.runtime import StopSignal, use_one_core
 from dqn.process.summaries import GraphScalars
@@ -103,7 +104,7 @@ class Actor:
         self.throttled_s = 0.0
         self.status = "warming up"
         self._last_summary = (time.monotonic(), 0)
-        self._last_notice = 0.0
+        self._notices = LogThrottle(15.0)
 
     def _apply_new_weights(self) -> None:
         weights = self.puller.latest()
@@ -117,9 +118,8 @@ class Actor:
 
     def _notice(self, message: str, *args: object) -> None:
         """Logs a degraded-state message at most every 15 s."""
-        if time.monotonic() - self._last_notice > 15:
+        if self._notices.ready():
             log.info(message, *args)
-            self._last_notice = time.monotonic()
 
     def _wait_for_replay(self) -> None:
         """Backpressure: hold the envs while the rate limiter (or a dead server) holds inserts back."""

@@ -42,6 +42,7 @@ from dqn.envs.hidden_state import resolve_observation_history
 from dqn.envs.making import EnvOptions, registered_episode_limit
 from dqn.model.flat_weights import FlatWeights
 from dqn.process.health import start_health
+from dqn.process.log_throttle import LogThrottle
 from dqn.process.runtime import StopSignal, use_one_core
 from dqn.process.summaries import GraphScalars
 from dqn.remote.replay_client import wait_for_server
@@ -141,7 +142,7 @@ class Evaluator:
         self._scalars = GraphScalars(self._writer)
         self._results_path = os.path.join(summary_dir, "evals.jsonl")
         self._last_evaluated: int | None = None
-        self._announced_wait = 0.0
+        self._wait_notices = LogThrottle(WAIT_LOG_INTERVAL_S)
 
     @classmethod
     def connect(cls, config: EvaluatorConfig, stop_requested: Callable[[], bool]) -> Evaluator:
@@ -172,9 +173,8 @@ class Evaluator:
         self._puller.request()
         weights = self._puller.latest()
         if weights is None:
-            if self._last_evaluated is None and time.monotonic() - self._announced_wait > WAIT_LOG_INTERVAL_S:
+            if self._last_evaluated is None and self._wait_notices.ready():
                 log.info("waiting for first weights from the learner (%s)", self._puller.status)
-                self._announced_wait = time.monotonic()
             return None
         if self._last_evaluated is not None and weights.train_step < self._last_evaluated + self._config.eval_interval:
             return None

@@ -24,6 +24,7 @@ from dqn.envs.hidden_state import resolve_observation_history
 from dqn.envs.idle_actions import resolve_action_gap_alpha
 from dqn.envs.image_codes import resolve_image_encoding
 from dqn.envs.making import EnvOptions, env_specs
+from dqn.process.log_throttle import LogThrottle
 from dqn.process.progress import read_progress
 from dqn.process.runtime import StopSignal
 from dqn.settings import loading as config_loading
@@ -293,7 +294,7 @@ def supervise(config: LocalConfig, topology: Topology, stop: StopSignal, target:
           f"replay at {topology.replay_address}, run dir {config.root_dir} (logs in {config.path('logs')})",
           flush=True)
     interactive = sys.stdout.isatty()
-    reason, best, last_print = "stopped", None, 0.0
+    reason, best, progress_lines = "stopped", None, LogThrottle(10.0)
     train_step = env_steps = 0
     evaluations = EvalRecords(config.root_dir)
     solving = latest = learner_done = None
@@ -309,9 +310,8 @@ def supervise(config: LocalConfig, topology: Topology, stop: StopSignal, target:
         line, train_step, env_steps = progress_line(config, elapsed, best, topology.restarts, latest)
         if interactive:
             say("\r" + line.ljust(110), end="", flush=True)
-        elif time.monotonic() - last_print >= 10:
+        elif progress_lines.ready():
             say(line, flush=True)
-            last_print = time.monotonic()
         ended = topology.supervise(time.monotonic())
         if ended:
             reason = ended

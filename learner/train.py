@@ -28,6 +28,7 @@ from dqn.model.networks import fast_bfloat16, resolved_compute_dtype
 from dqn.model.policy_export import export_policy
 from dqn.model.schedules import epsilon_at
 from dqn.process.health import start_health
+from dqn.process.log_throttle import LogThrottle
 from dqn.process.progress import write_progress
 from dqn.process.runtime import StopSignal, release_free_heap
 from dqn.process.summaries import GraphScalars
@@ -39,7 +40,6 @@ from dqn.replay_layout.items import REPLAY_TABLE
 from dqn.settings.config import LearnerConfig, role_dir
 from learner.checkpoints import LearnerCheckpoints
 from learner.feed import StagedBatches
-from learner.log_throttle import LogThrottle
 from learner.non_finite import FiniteVariables, NonFiniteUpdates, is_non_finite_loss
 from learner.priority_updates import PriorityUpdater, importance_beta, importance_weights
 from learner.staged import BatchStats, StagedTrainer
