@@ -160,7 +160,7 @@ class Evaluator:
         os.makedirs(summary_dir, exist_ok=True)
         bundle = builder.agent
         best = BestPolicy(summary_dir, bundle.agent.policy, FlatWeights(bundle.policy_variables))
-        reset_requests = ResetRequestSender(client, config.replay_address, config.rpc_timeout_s)
+        reset_requests = ResetRequestSender(config.replay_address, config.rpc_timeout_s, client=client)
         return cls(config, config.resolved_target_return(builder.reward_threshold), episodes, confirmation, best,
                    reset_requests, puller, summary_dir, stop_requested)
 

@@ -15,7 +15,6 @@ import os
 import time
 
 import numpy as np
-import reverb
 import tensorflow as tf
 from tf_agents.policies import policy_saver
 from tf_agents.utils import common
@@ -32,7 +31,7 @@ from dqn.process.log_throttle import LogThrottle
 from dqn.process.progress import write_progress
 from dqn.process.runtime import StopSignal, release_free_heap
 from dqn.process.summaries import GraphScalars
-from dqn.remote.deadline import DeadlineCaller
+from dqn.remote.connection import RemoteConnection
 from dqn.remote.replay_client import wait_for_server
 from dqn.remote.reset_requests import ResetRequestWatcher
 from dqn.remote.weights_publisher import WeightsPublisher
@@ -121,8 +120,7 @@ class Learner:
                                               exploration_start=self.exploration_start,
                                               reset_request_step=self.reset_request_step)
         self.reset_requests: ResetRequestWatcher | None = None
-        self.replay_client: reverb.Client | None = None  # set on connecting; empties the replay table at a reset
-        self.replay_caller = DeadlineCaller()
+        self.replay: RemoteConnection | None = None  # set on connecting; empties the replay table at a reset
         self.train = make_train_fn(self.bundle, config.train_batch_size(), config.train_steps_per_call)
         self.writer = tf.summary.create_file_writer(self.directory)
         self.scalars = GraphScalars(self.writer)
@@ -194,13 +192,12 @@ class Learner:
         fresh network stays at random play longer than a new run; the actors refill the table quickly
         (docs/performance.md, "Learning model").
         """
-        if self.replay_client is None:
+        if self.replay is None:
             return False
         try:
-            self.replay_caller.call(lambda c=self.replay_client: c.reset(REPLAY_TABLE), self.config.rpc_timeout_s)
+            self.replay.call(lambda c: c.reset(REPLAY_TABLE))
         except Exception as error:  # noqa: BLE001 - the fresh network trains on the kept replay instead
             log.warning("could not empty the replay table at the reset (%s); training on the kept replay", error)
-            self.replay_client = reverb.Client(self.config.replay_address)
             return False
         return True
 
@@ -265,7 +262,8 @@ class Learner:
         client = wait_for_server(config.replay_address, wait_s=config.connect_timeout_s,
                                  call_timeout_s=config.rpc_timeout_s)
         self.builder.check_server_tables(client, role="learner")
-        self.replay_client = client
+        self.replay = RemoteConnection(config.replay_address, config.rpc_timeout_s, "emptying the replay table",
+                                       client=client)
         self.reset_requests = ResetRequestWatcher(config.replay_address, config.rpc_timeout_s)
         publisher = WeightsPublisher(config.replay_address, config.rpc_timeout_s)
         self.publish(publisher, self.step)

@@ -1,0 +1,93 @@
+"""RemoteConnection on real Reverb servers: reconnects, throttled warnings."""
+
+import logging
+import time
+
+import numpy as np
+import pytest
+import reverb
+
+from dqn.remote.connection import RemoteConnection
+from dqn.remote.weights_puller import WeightsPuller
+from dqn.replay_layout.items import REQUESTS_TABLE, RESET_REQUEST_STEP_KEY
+from dqn.replay_layout.tables import latest_item_table, requests_signature
+from tests.conftest import free_port, wait_until
+
+pytestmark = pytest.mark.integration
+
+LOGGER = "dqn.remote.connection"
+
+
+def requests_server(port: int) -> reverb.Server:
+    """A plain Reverb server with the one control table these tests write to."""
+    return reverb.Server([latest_item_table(REQUESTS_TABLE, requests_signature())], port=port)
+
+
+def insert_request(client: reverb.Client, step: int = 1) -> None:
+    client.insert({RESET_REQUEST_STEP_KEY: np.int64(step)}, priorities={REQUESTS_TABLE: 1.0})
+
+
+def ask(client: reverb.Client) -> dict:
+    return client.server_info(timeout=1)
+
+
+def test_a_connection_reconnects_to_a_server_restarted_on_the_same_port(caplog):
+    port = free_port()
+    server = requests_server(port)
+    connection = RemoteConnection(f"localhost:{port}", timeout_s=3.0, purpose="test call")
+    try:
+        connection.call(insert_request)
+        server.stop()
+        with caplog.at_level(logging.INFO, logger=LOGGER):
+            with pytest.raises(Exception):  # noqa: B017 - whichever error the dead server gives
+                connection.call(ask)
+            assert connection.failing
+            server = requests_server(port)
+            connection.call(insert_request)  # the first call after the restart works
+        assert not connection.failing and connection.failures == 1
+        assert f"test call works again at localhost:{port} after 1 failed call(s)" in caplog.text
+        assert ask(connection.client)[REQUESTS_TABLE].current_size == 1
+    finally:
+        server.stop()
+
+
+def test_repeated_failures_log_one_warning_per_interval_with_a_count_and_one_line_on_recovery(caplog):
+    port = free_port()
+    server = requests_server(port)
+    connection = RemoteConnection(f"localhost:{port}", timeout_s=5.0, purpose="test call", warn_interval_s=1.0)
+
+    def missing_table(client: reverb.Client) -> None:  # a real call that the server refuses at once
+        client.mutate_priorities("no_such_table", updates={1: 1.0})
+
+    def fail(times: int) -> None:
+        for _ in range(times):
+            with pytest.raises(Exception):  # noqa: B017 - the server's own error
+                connection.call(missing_table)
+
+    try:
+        with caplog.at_level(logging.INFO, logger=LOGGER):
+            fail(5)
+            time.sleep(1.1)
+            fail(3)
+            connection.call(insert_request)
+            connection.call(insert_request)
+        warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+        assert len(warnings) == 2, warnings
+        assert ": 1 failed call(s) since the last report" in warnings[0]
+        assert ": 5 failed call(s) since the last report" in warnings[1], "4 held back + the one that logs"
+        recovered = [r.getMessage() for r in caplog.records if "works again" in r.getMessage()]
+        assert recovered == [f"test call works again at localhost:{port} after 8 failed call(s)"]
+    finally:
+        server.stop()
+
+
+def test_the_weights_puller_warns_once_per_interval_not_at_every_retry(caplog):
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        puller = WeightsPuller(f"localhost:{free_port()}", timeout_s=0.5)  # nothing listens there
+        try:
+            wait_until(lambda: puller.connection.failures >= 3, 30, "three failed weight refreshes")
+        finally:
+            puller.close()
+    warnings = [r.getMessage() for r in caplog.records if "weight refresh failed" in r.getMessage()]
+    assert len(warnings) == 1, warnings
+    assert puller.status == "replay unreachable"
