@@ -45,7 +45,7 @@ from dqn.process.health import start_health
 from dqn.process.log_throttle import LogThrottle
 from dqn.process.runtime import StopSignal, use_one_core
 from dqn.process.summaries import GraphScalars
-from dqn.remote.replay_client import wait_for_server
+from dqn.remote.replay_client import wait_for_servers
 from dqn.remote.reset_requests import ResetRequestSender
 from dqn.remote.weights_puller import WeightsPuller
 from dqn.remote.weights_wire import PublishedWeights
@@ -148,19 +148,19 @@ class Evaluator:
     def connect(cls, config: EvaluatorConfig, stop_requested: Callable[[], bool]) -> Evaluator:
         """Waits for the replay server, then builds the episodes, the weights puller and the best policy."""
         builder = DqnBuilder(config)
-        client = wait_for_server(config.replay_address, wait_s=config.connect_timeout_s,
-                                 call_timeout_s=config.rpc_timeout_s)
-        builder.check_server_tables(client, role="evaluator")
+        clients = wait_for_servers(config)
+        builder.check_server_tables(clients, role="evaluator")
         episodes = make_episodes(config, builder)
         confirmation = make_episodes(config, builder, config.eval_confirm_episodes) \
             if config.eval_confirm_episodes else None
         log.info("evaluation episodes: %s", episodes.describe())
-        puller = WeightsPuller(config.replay_address, config.rpc_timeout_s)
+        puller = WeightsPuller(config.control_address_resolved(), config.rpc_timeout_s)
         summary_dir = config.path(role_dir("evaluator"))
         os.makedirs(summary_dir, exist_ok=True)
         bundle = builder.agent
         best = BestPolicy(summary_dir, bundle.agent.policy, FlatWeights(bundle.policy_variables))
-        reset_requests = ResetRequestSender(config.replay_address, config.rpc_timeout_s, client=client)
+        reset_requests = ResetRequestSender(config.control_address_resolved(), config.rpc_timeout_s,
+                                            client=clients.control)
         return cls(config, config.resolved_target_return(builder.reward_threshold), episodes, confirmation, best,
                    reset_requests, puller, summary_dir, stop_requested)
 

@@ -43,7 +43,10 @@ class CommonConfig:
     env_id: str = setting("CartPole-v1", "gymnasium environment id (module:Id imports module first); needs "
                           "Discrete actions")
     seed: int = setting(0, "base random seed; each actor and env derives its own from it", ge=0)
-    replay_address: str = setting("localhost:8000", "host:port of the replay server")
+    replay_address: str = setting("localhost:8000", "host:port of the replay server (the replay data)")
+    control_address: str | None = setting(None, "host:port of a server serving the variables and learner_requests "
+                                          "tables (weights, reset requests), as the replay server does; none = "
+                                          "replay_address")
     rpc_timeout_s: float = setting(10.0, "deadline of one remote call to the replay server, in seconds", gt=0)
     connect_timeout_s: float = setting(120.0, "seconds to wait for the replay server at start before exiting with "
                                        "code 1", gt=0)
@@ -124,6 +127,10 @@ class CommonConfig:
     envs_per_item: int = setting(0, "envs whose same-step transitions share one replay item; 1 = one item per env; 0 "
                                  "= auto: 16, or 1 with lstm_size", ge=0)
 
+    def control_address_resolved(self) -> str:
+        """Where the `variables` and `learner_requests` tables are: control_address, by default the replay server."""
+        return self.control_address or self.replay_address
+
     def check(self) -> None:
         """Cross-field checks that single-field bounds cannot express."""
         if self.replay_min_size > self.replay_max_size:
@@ -133,9 +140,11 @@ class CommonConfig:
             raise ConfigError("epsilon_end", f"must be <= epsilon_start ({self.epsilon_start})")
         if (problem := check_hold_exponent(self.epsilon_hold_exponent)) is not None:
             raise ConfigError("epsilon_hold_exponent", problem)
-        host, _, port = self.replay_address.rpartition(":")
-        if not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise ConfigError("replay_address", f"must be host:port, e.g. localhost:8000; got {self.replay_address!r}")
+        for name in ("replay_address", "control_address"):
+            address = getattr(self, name)
+            host, _, port = (address or "localhost:8000").rpartition(":")
+            if not host or not port.isdigit() or not 0 < int(port) < 65536:
+                raise ConfigError(name, f"must be host:port, e.g. localhost:8000; got {address!r}")
         if not self.fc_layer_params:
             raise ConfigError("fc_layer_params", "needs at least one hidden layer size, e.g. 64,64")
         if self.lstm_size is not None and self.n_step_update != 1:

@@ -1,17 +1,22 @@
-"""RemoteConnection on real Reverb servers: reconnects, throttled warnings."""
+"""RemoteConnection on real Reverb servers (reconnects, throttled warnings), and the control tables at an address of
+their own: weights and reset requests through one server, replay items through the other."""
 
 import logging
+import re
 import time
 
 import numpy as np
 import pytest
 import reverb
 
+from dqn.builder import DqnBuilder
 from dqn.remote.connection import RemoteConnection
-from dqn.remote.weights_puller import WeightsPuller
-from dqn.replay_layout.items import REQUESTS_TABLE, RESET_REQUEST_STEP_KEY
+from dqn.remote.reset_requests import ResetRequestSender
+from dqn.remote.weights_puller import WeightsPuller, fetch_weights
+from dqn.replay_layout.items import REPLAY_TABLE, REQUESTS_TABLE, RESET_REQUEST_STEP_KEY, VARIABLES_TABLE
 from dqn.replay_layout.tables import latest_item_table, requests_signature
-from tests.conftest import free_port, wait_until
+from dqn.settings.config import CommonConfig
+from tests.conftest import FAST_FLAGS, free_port, run_cli, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -91,3 +96,51 @@ def test_the_weights_puller_warns_once_per_interval_not_at_every_retry(caplog):
     warnings = [r.getMessage() for r in caplog.records if "weight refresh failed" in r.getMessage()]
     assert len(warnings) == 1, warnings
     assert puller.status == "replay unreachable"
+
+
+def control_server(port: int) -> reverb.Server:
+    """The control tables alone, with the signatures the roles below build from FAST_FLAGS' network."""
+    config = CommonConfig(fc_layer_params=(32,), envs_per_item=4, replay_min_size=200)
+    signatures = DqnBuilder(config).table_signatures()
+    return reverb.Server([latest_item_table(VARIABLES_TABLE, signatures[VARIABLES_TABLE]),
+                          latest_item_table(REQUESTS_TABLE, signatures[REQUESTS_TABLE])], port=port)
+
+
+def test_roles_read_and_write_the_control_tables_at_the_control_address(system_factory):
+    assert FAST_FLAGS == ("--replay-min-size", "200", "--fc-layer-params", "32", "--envs-per-item", "4")
+    port = free_port()
+    control = control_server(port)
+    control_address = f"localhost:{port}"
+    try:
+        system = system_factory()
+        system.shared_flags = ("--control-address", control_address)
+        learner = system.start_learner()
+        system.start_actor(0)
+        system.wait_training(100)
+        wait_until(lambda: system.progress("actor-0").get("weights_train_step", -1) > 0, 60,
+                   "the actor to run on weights from the control server")
+
+        def inserts(address: str, table: str) -> int:
+            info = reverb.Client(address).server_info(timeout=10)[table]
+            return info.rate_limiter_info.insert_stats.completed
+
+        assert inserts(control_address, VARIABLES_TABLE) > 0
+        assert fetch_weights(control_address, 10.0) is not None
+        assert inserts(system.server.address, VARIABLES_TABLE) == 0, "no weights went to the replay server"
+        assert inserts(system.server.address, REPLAY_TABLE) > 0, "replay items went to the replay server"
+        status = run_cli("status", "--replay-address", system.server.address, "--control-address", control_address)
+        assert status.returncode == 0, status.stdout + status.stderr
+        assert f"replay server {system.server.address}: reachable" in status.stdout
+        assert f"control server {control_address}: reachable" in status.stdout
+        shown = re.search(r"^latest published train step: (\d+)$", status.stdout, re.M)
+        assert shown and int(shown.group(1)) > 0, status.stdout
+
+        # A reset request in the control server reaches the learner, which empties the replay server's table.
+        before = inserts(system.server.address, REPLAY_TABLE)
+        ResetRequestSender(control_address, 10.0).send(system.train_step())
+        wait_until(lambda: "Q-network re-initialized" in learner.log(), 60, "the learner to apply the request")
+        assert "replay emptied" in learner.log()
+        assert inserts(system.server.address, REPLAY_TABLE) < before
+        assert inserts(system.server.address, REQUESTS_TABLE) == 0
+    finally:
+        control.stop()
