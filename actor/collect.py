@@ -18,10 +18,11 @@ from actor.initial_priorities import InitialPriorities
 from dqn.builder import DqnBuilder
 from dqn.model.schedules import epsilon_at
 from dqn.process.health import start_health
+from dqn.process.log_throttle import LogThrottle
 from dqn.process.progress import EpisodeStats, write_progress
 from dqn.process.runtime import StopSignal, use_one_core
 from dqn.process.summaries import GraphScalars
-from dqn.remote.replay_client import wait_for_server
+from dqn.remote.replay_client import ServerClients, wait_for_servers
 from dqn.remote.weights_puller import WeightsPuller
 from dqn.resolve import run_env_specs
 from dqn.settings.config import ActorConfig, actor_dir
@@ -76,22 +77,22 @@ def mark_faulted_steps_last(time_step: ts.TimeStep, faulted: np.ndarray) -> ts.T
 class Actor:
     """One actor process's state: envs, replay writer, collect policy and counters."""
 
-    def __init__(self, config: ActorConfig, client, stop: StopSignal):
+    def __init__(self, config: ActorConfig, clients: ServerClients, stop: StopSignal):
         self.config = config
         self.stop = stop
         builder = DqnBuilder(config, run_env_specs(config))
-        builder.check_server_tables(client, role="actor")
+        builder.check_server_tables(clients, role="actor")
         self.seed = config.seed + 10_000 * (config.actor_id + 1)
         self.env = builder.make_envs(config.num_envs, seed=self.seed, max_restarts=config.max_env_restarts,
                                      restart_window=config.env_restart_window)
-        self.writer = builder.make_writer(client, config.num_envs)
+        self.writer = builder.make_writer(clients.replay, config.num_envs)
         # Actors that send their own TD errors as initial priorities need the Q-values their policy acted on.
         self.initial_priorities = (InitialPriorities(config.num_envs, config.gamma)
                                    if builder.layout.actors_send_priorities else None)
         self.policy = builder.make_collect_policy(config.num_envs, self.seed,
                                                   q_values=self.initial_priorities is not None)
         self.warmup_policy = builder.make_warmup_policy(config.num_envs, self.seed)
-        self.puller = WeightsPuller(config.replay_address, config.rpc_timeout_s)
+        self.puller = WeightsPuller(config.control_address_resolved(), config.rpc_timeout_s)
         self.summary_dir = config.path(actor_dir(config.actor_id))
         self.summary_writer = tf.summary.create_file_writer(self.summary_dir)
         self.scalars = GraphScalars(self.summary_writer)
@@ -104,7 +105,7 @@ class Actor:
         self.throttled_s = 0.0
         self.status = "warming up"
         self._last_summary = (time.monotonic(), 0)
-        self._last_notice = 0.0
+        self._notices = LogThrottle(15.0)
 
     def _apply_new_weights(self) -> None:
         weights = self.puller.latest()
@@ -118,9 +119,8 @@ class Actor:
 
     def _notice(self, message: str, *args: object) -> None:
         """Logs a degraded-state message at most every 15 s."""
-        if time.monotonic() - self._last_notice > 15:
+        if self._notices.ready():
             log.info(message, *args)
-            self._last_notice = time.monotonic()
 
     def _wait_for_replay(self) -> None:
         """Backpressure: hold the envs while the rate limiter (or a dead server) holds inserts back."""
@@ -223,9 +223,7 @@ def run(config: ActorConfig) -> int:
     use_one_core()
     stop = StopSignal()
     health = start_health(config.health_port, "actor")
-    client = wait_for_server(config.replay_address, wait_s=config.connect_timeout_s,
-                             call_timeout_s=config.rpc_timeout_s)
-    actor = Actor(config, client, stop)
+    actor = Actor(config, wait_for_servers(config), stop)
     health.set(True)
     log.info("actor %d: %d envs of %s, writing to %s; policy in %s%s", config.actor_id, config.num_envs,
              config.env_id, config.replay_address, "numpy" if actor.policy.runs_in == "numpy" else "a graph call",

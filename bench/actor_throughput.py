@@ -104,8 +104,9 @@ def stock(env, policy, client, seconds: float) -> tuple[float, float]:
 def make_actor(config, client):
     """Our Actor, warmed up: weights pulled, tf.function traced, warm-up steps done."""
     from actor.collect import Actor
+    from dqn.remote.replay_client import ServerClients
 
-    actor = Actor(config, client, Deadline(0))
+    actor = Actor(config, ServerClients.at_one_address(client, config.replay_address), Deadline(0))
     actor.stop = Deadline(3.0)
     actor.run()  # waits for the published weights, then collects: traces the policy call
     return actor

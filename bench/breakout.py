@@ -87,6 +87,7 @@ def part_actor(args: argparse.Namespace) -> None:
     use_one_core()  # as actor.collect.run does
     from actor.collect import Actor
     from dqn.process.runtime import StopSignal
+    from dqn.remote.replay_client import ServerClients
     from dqn.remote.weights_wire import publish_weights
     from dqn.resolve import resolved_builder
     from dqn.settings.config import ActorConfig
@@ -98,7 +99,7 @@ def part_actor(args: argparse.Namespace) -> None:
         for num_envs in (int(n) for n in args.num_envs.split(",")):
             config = breakout_config(ActorConfig, replay_address=address, num_envs=num_envs, warmup_steps=0,
                                      max_env_steps=1, summary_interval_s=3600)
-            actor = Actor(config, client, StopSignal())
+            actor = Actor(config, ServerClients.at_one_address(client, address), StopSignal())
             actor.run()  # the first step: waits for the weights, traces the policy function
             start, steps = time.perf_counter(), actor.env_steps
             while time.perf_counter() - start < args.seconds:

@@ -26,7 +26,7 @@ from dqn.model.collect_policy import (
 from dqn.model.exploration import HeldRandomActions
 from dqn.model.graph_policy import GraphQNetwork
 from dqn.model.numpy_policy import HostQNetwork
-from dqn.remote.replay_client import check_signatures
+from dqn.remote.replay_client import ServerClients, check_signatures
 from dqn.replay_layout import dataset
 from dqn.replay_layout.layout import ReplayLayout
 from dqn.settings.config import CommonConfig
@@ -66,9 +66,9 @@ class DqnBuilder:
         """The Reverb tables the replay server serves."""
         return self.layout.make_tables(self.table_signatures(), self.config.samples_per_insert)
 
-    def check_server_tables(self, client: reverb.Client, role: str) -> None:
+    def check_server_tables(self, clients: ServerClients, role: str) -> None:
         """Refuses (SpecMismatch) a server whose tables were built for other settings than this role's."""
-        check_signatures(client, self.table_signatures(), self.config, role)
+        check_signatures(clients, self.table_signatures(), self.config, role)
 
     def make_writer(self, client: reverb.Client, num_envs: int):
         """The actor's replay writer for `num_envs` envs; every batch is checked against the env's specs."""

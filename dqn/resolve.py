@@ -169,7 +169,7 @@ def adopt_from_server(config):
     The env id is checked first, so a bad one fails at once instead of after waiting for the server.
     """
     env_specs(config.env_id, EnvOptions.from_config(config, observation_history=1))
-    address = config.replay_address
+    address = config.control_address_resolved()
     published = wait_for_run_settings(address, config.connect_timeout_s, config.rpc_timeout_s)
     config = adopt_run_settings(config, published, f"the replay server at {address}")
     check_network_input(config, run_env_specs(config).observation)

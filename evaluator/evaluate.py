@@ -41,9 +41,10 @@ from dqn.envs.atari import is_atari
 from dqn.envs.making import EnvOptions, registered_episode_limit
 from dqn.model.flat_weights import FlatWeights
 from dqn.process.health import start_health
+from dqn.process.log_throttle import LogThrottle
 from dqn.process.runtime import StopSignal, use_one_core
 from dqn.process.summaries import GraphScalars
-from dqn.remote.replay_client import wait_for_server
+from dqn.remote.replay_client import wait_for_servers
 from dqn.remote.reset_requests import ResetRequestSender
 from dqn.remote.weights_puller import WeightsPuller
 from dqn.remote.weights_wire import PublishedWeights
@@ -141,25 +142,25 @@ class Evaluator:
         self._scalars = GraphScalars(self._writer)
         self._results_path = os.path.join(summary_dir, "evals.jsonl")
         self._last_evaluated: int | None = None
-        self._announced_wait = 0.0
+        self._wait_notices = LogThrottle(WAIT_LOG_INTERVAL_S)
 
     @classmethod
     def from_config(cls, config: EvaluatorConfig, stop_requested: Callable[[], bool]) -> Evaluator:
         """Waits for the replay server, then builds the episodes, the weights puller and the best policy."""
         builder = DqnBuilder(config, run_env_specs(config))
-        client = wait_for_server(config.replay_address, wait_s=config.connect_timeout_s,
-                                 call_timeout_s=config.rpc_timeout_s)
-        builder.check_server_tables(client, role="evaluator")
+        clients = wait_for_servers(config)
+        builder.check_server_tables(clients, role="evaluator")
         episodes = make_episodes(config, builder)
         confirmation = make_episodes(config, builder, config.eval_confirm_episodes) \
             if config.eval_confirm_episodes else None
         log.info("evaluation episodes: %s", episodes.describe())
-        puller = WeightsPuller(config.replay_address, config.rpc_timeout_s)
+        puller = WeightsPuller(config.control_address_resolved(), config.rpc_timeout_s)
         summary_dir = config.path(role_dir("evaluator"))
         os.makedirs(summary_dir, exist_ok=True)
         bundle = builder.agent
         best = BestPolicy(summary_dir, bundle.agent.policy, FlatWeights(bundle.policy_variables))
-        reset_requests = ResetRequestSender(client, config.replay_address, config.rpc_timeout_s)
+        reset_requests = ResetRequestSender(config.control_address_resolved(), config.rpc_timeout_s,
+                                            client=clients.control)
         return cls(config, config.resolved_target_return(builder.reward_threshold), episodes, confirmation, best,
                    reset_requests, puller, summary_dir, stop_requested)
 
@@ -172,9 +173,8 @@ class Evaluator:
         self._puller.request()
         weights = self._puller.latest()
         if weights is None:
-            if self._last_evaluated is None and time.monotonic() - self._announced_wait > WAIT_LOG_INTERVAL_S:
+            if self._last_evaluated is None and self._wait_notices.ready():
                 log.info("waiting for first weights from the learner (%s)", self._puller.status)
-                self._announced_wait = time.monotonic()
             return None
         if self._last_evaluated is not None and weights.train_step < self._last_evaluated + self._config.eval_interval:
             return None

@@ -38,6 +38,8 @@ def _parser() -> argparse.ArgumentParser:
         config_loading.add_flags(sub, role.config_class)
     status = commands.add_parser("status", help="tables, rates, latest train step and role health")
     status.add_argument("--replay-address", default="localhost:8000", help="host:port of the replay server")
+    status.add_argument("--control-address", default=None, help="host:port of the server of the variables and "
+                        "learner_requests tables, where not the replay server")
     status.add_argument("--health", action="append", default=[], metavar="NAME=HOST:PORT",
                         help="a role's health endpoint to check (repeatable)")
     status.add_argument("--timeout", type=float, default=5.0, help="seconds per remote call")
@@ -117,7 +119,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from launcher.status import print_status
 
         return print_status(args.replay_address, dict(h.split("=", 1) for h in args.health if "=" in h),
-                            args.timeout, root_dir=args.root_dir)
+                            args.timeout, root_dir=args.root_dir, control_address=args.control_address)
     if args.command == "policy-check":
         import json
 

@@ -20,6 +20,7 @@ import time
 
 import portpicker
 
+from dqn.process.log_throttle import LogThrottle
 from dqn.process.progress import read_progress
 from dqn.process.runtime import StopSignal
 from dqn.resolve import resolve_run, run_env_specs
@@ -288,7 +289,7 @@ def watch_until_done(config: LocalConfig, topology: Topology, stop: StopSignal, 
           f"replay at {topology.replay_address}, run dir {config.root_dir} (logs in {config.path('logs')})",
           flush=True)
     interactive = sys.stdout.isatty()
-    reason, best, last_print = "stopped", None, 0.0
+    reason, best, progress_lines = "stopped", None, LogThrottle(10.0)
     train_step = env_steps = 0
     evaluations = EvalRecords(config.root_dir)
     solving = latest = learner_done = None
@@ -304,9 +305,8 @@ def watch_until_done(config: LocalConfig, topology: Topology, stop: StopSignal, 
         line, train_step, env_steps = progress_line(config, elapsed, best, topology.restarts, latest)
         if interactive:
             say("\r" + line.ljust(110), end="", flush=True)
-        elif time.monotonic() - last_print >= 10:
+        elif progress_lines.ready():
             say(line, flush=True)
-            last_print = time.monotonic()
         ended = topology.restart_failed_roles(time.monotonic())
         if ended:
             reason = ended

@@ -22,35 +22,57 @@ def _counts(info) -> tuple[int, int]:
     return limiter.insert_stats.completed, limiter.sample_stats.completed
 
 
+def _read_twice(addresses: list[str], timeout_s: float, interval_s: float) -> dict[str, tuple | Exception]:
+    """Per address: (table infos, the same `interval_s` later), or the error that made the server unreachable."""
+    clients = {address: reverb.Client(address) for address in addresses}
+    reads: dict[str, tuple | Exception] = {}
+    for rounds in range(2):
+        if rounds:
+            time.sleep(interval_s)
+        for address, client in clients.items():
+            if isinstance(reads.get(address), Exception):
+                continue
+            try:
+                reads[address] = (*reads.get(address, ()), server_info(client, timeout_s))
+            except Exception as error:  # noqa: BLE001 - any failure here means "not reachable" to the operator
+                reads[address] = error
+    return reads
+
+
 def print_status(replay_address: str, health: dict[str, str], timeout_s: float, interval_s: float = 1.0,
-                 root_dir: str | None = None) -> int:
+                 root_dir: str | None = None, control_address: str | None = None) -> int:
     """Prints tables, counts and rates, latest train step, role health and (with `root_dir`) each role's progress.
 
-    Exit 1 if the replay server is unreachable.
+    `control_address` is the server of the control tables, when not the replay server. Exit 1 if a server is
+    unreachable.
     """
     if root_dir is not None:
         print_run_progress(root_dir)
-    client = reverb.Client(replay_address)
-    try:
-        first = server_info(client, timeout_s)
-        time.sleep(interval_s)
-        second = server_info(client, timeout_s)
-    except Exception as error:  # noqa: BLE001 - any failure here means "not reachable" to the operator
-        print(f"replay server {replay_address}: UNREACHABLE ({type(error).__name__})")
+    control_address = control_address or replay_address
+    servers = {replay_address: ("replay server", [REPLAY_TABLE])}
+    servers.setdefault(control_address, ("control server", []))[1].append(VARIABLES_TABLE)
+    reads = _read_twice(list(servers), timeout_s, interval_s)
+    for address, (label, _) in servers.items():
+        error = reads[address]
+        print(f"{label} {address}: " + (f"UNREACHABLE ({type(error).__name__})" if isinstance(error, Exception)
+                                        else "reachable"))
+    if any(isinstance(read, Exception) for read in reads.values()):
         for name, address in sorted(health.items()):
             print(f"{name:<16} {address:<24} {check(address, timeout_s)}")
         return 1
-    print(f"replay server {replay_address}: reachable")
     print(f"{'table':<10} {'size':>10} {'max':>10} {'inserts':>10} {'samples':>10} {'ins/s':>9} {'smp/s':>9}")
-    for name in (REPLAY_TABLE, VARIABLES_TABLE):
-        inserts0, samples0 = _counts(first[name])
-        inserts1, samples1 = _counts(second[name])
-        info = second[name]
-        print(f"{name:<10} {info.current_size:>10} {info.max_size:>10} {inserts1:>10} {samples1:>10} "
-              f"{(inserts1 - inserts0) / interval_s:>9.1f} {(samples1 - samples0) / interval_s:>9.1f}")
-    weights = fetch_weights(replay_address, timeout_s) if second[VARIABLES_TABLE].current_size else None
+    for address, (_, tables) in servers.items():
+        first, second = reads[address]
+        for name in tables:
+            inserts0, samples0 = _counts(first[name])
+            inserts1, samples1 = _counts(second[name])
+            info = second[name]
+            print(f"{name:<10} {info.current_size:>10} {info.max_size:>10} {inserts1:>10} {samples1:>10} "
+                  f"{(inserts1 - inserts0) / interval_s:>9.1f} {(samples1 - samples0) / interval_s:>9.1f}")
+    published = reads[control_address][1][VARIABLES_TABLE].current_size
+    weights = fetch_weights(control_address, timeout_s) if published else None
     print(f"latest published train step: {weights.train_step if weights is not None else 'none yet'}")
-    print_run_settings(client, timeout_s)
+    print_run_settings(reverb.Client(control_address), timeout_s)
     for name, address in sorted(health.items()):
         print(f"{name:<16} {address:<24} {check(address, timeout_s)}{_checkpoint_note(address, timeout_s)}")
     return 0

@@ -11,19 +11,15 @@ priority), which is logged and counted.
 
 from __future__ import annotations
 
-import logging
 import queue
 import threading
 
 import numpy as np
-import reverb
 
 from dqn.model.schedules import linear_anneal
-from dqn.remote.deadline import CallTimeout, DeadlineCaller
+from dqn.remote.connection import RemoteConnection
 from dqn.replay_layout.priority_scale import PriorityScale
 from dqn.settings.config import LearnerConfig
-
-log = logging.getLogger("learner")
 
 
 def importance_beta(config: LearnerConfig, train_step: int) -> float:
@@ -42,13 +38,10 @@ class PriorityUpdater:
     """Normalizes |TD errors| to priorities and sends them to the replay table from a daemon thread."""
 
     def __init__(self, address: str, table: str, timeout_s: float, max_pending: int = 8):
-        self._address = address
+        self.connection = RemoteConnection(address, timeout_s, "priority update")
         self._table = table
-        self._timeout_s = timeout_s
         self._queue: queue.Queue = queue.Queue(maxsize=max_pending)
         self._stop = threading.Event()
-        self._caller = DeadlineCaller()
-        self._client: reverb.Client | None = None
         self.scale = PriorityScale()
         self.sent = 0
         self.dropped = 0
@@ -74,12 +67,6 @@ class PriorityUpdater:
         """Stops the sender thread (a call stuck on the server is abandoned with it)."""
         self._stop.set()
 
-    def _send(self, updates: dict[int, float]) -> None:
-        if self._client is None:
-            self._client = reverb.Client(self._address)
-        client = self._client
-        self._caller.call(lambda: client.mutate_priorities(self._table, updates=updates), self._timeout_s)
-
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
@@ -87,12 +74,9 @@ class PriorityUpdater:
             except queue.Empty:
                 continue
             try:
-                self._send(updates)
+                self.connection.call(lambda c, u=updates: c.mutate_priorities(self._table, updates=u))
                 self.sent += 1
-            except (CallTimeout, RuntimeError, ValueError) as error:
+            except Exception:  # noqa: BLE001 - the keys keep their old priority (counted; warned, throttled)
                 self.failed += 1
-                self._client = None  # the next attempt gets a fresh channel
-                if self.failed == 1 or self.failed % 100 == 0:
-                    log.warning("priority update failed (%d so far): %s", self.failed, error)
             finally:
                 self._queue.task_done()

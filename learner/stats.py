@@ -10,9 +10,9 @@ import time
 
 import reverb
 
+from dqn.process.log_throttle import LogThrottle
 from dqn.remote.replay_client import server_info
 from dqn.replay_layout.items import REPLAY_TABLE
-from learner.log_throttle import LogThrottle
 
 log = logging.getLogger("learner")
 

@@ -16,7 +16,6 @@ import os
 import time
 
 import numpy as np
-import reverb
 import tensorflow as tf
 from tf_agents.policies import policy_saver
 from tf_agents.utils import common
@@ -28,18 +27,18 @@ from dqn.model.networks import fast_bfloat16, resolved_compute_dtype
 from dqn.model.policy_export import export_policy
 from dqn.model.schedules import epsilon_at
 from dqn.process.health import start_health
+from dqn.process.log_throttle import LogThrottle
 from dqn.process.progress import write_progress
 from dqn.process.runtime import StopSignal, release_free_heap
 from dqn.process.summaries import GraphScalars
-from dqn.remote.deadline import DeadlineCaller
-from dqn.remote.replay_client import wait_for_server
+from dqn.remote.connection import RemoteConnection
+from dqn.remote.replay_client import wait_for_servers
 from dqn.remote.reset_requests import ResetRequestWatcher
 from dqn.remote.weights_publisher import WeightsPublisher
 from dqn.replay_layout.items import REPLAY_TABLE
 from dqn.resolve import run_env_specs
 from dqn.settings.config import LearnerConfig, role_dir
 from learner.checkpoints import LearnerCheckpoints
-from learner.log_throttle import LogThrottle
 from learner.non_finite import FiniteVariables, NonFiniteUpdates, is_non_finite_loss
 from learner.priority_updates import PriorityUpdater, importance_beta, importance_weights
 from learner.staged_batches import StagedBatches
@@ -121,8 +120,7 @@ class Learner:
                                               exploration_start=self.exploration_start,
                                               reset_request_step=self.reset_request_step)
         self.reset_requests: ResetRequestWatcher | None = None
-        self.replay_client: reverb.Client | None = None  # set on connecting; empties the replay table at a reset
-        self.replay_caller = DeadlineCaller()
+        self.replay: RemoteConnection | None = None  # set on connecting; empties the replay table at a reset
         self.train = make_train_fn(self.bundle, config.train_batch_size(), config.train_steps_per_call)
         self.writer = tf.summary.create_file_writer(self.directory)
         self.scalars = GraphScalars(self.writer)
@@ -194,13 +192,12 @@ class Learner:
         fresh network stays at random play longer than a new run; the actors refill the table quickly
         (docs/performance.md, "Learning model").
         """
-        if self.replay_client is None:
+        if self.replay is None:
             return False
         try:
-            self.replay_caller.call(lambda c=self.replay_client: c.reset(REPLAY_TABLE), self.config.rpc_timeout_s)
+            self.replay.call(lambda c: c.reset(REPLAY_TABLE))
         except Exception as error:  # noqa: BLE001 - the fresh network trains on the kept replay instead
             log.warning("could not empty the replay table at the reset (%s); training on the kept replay", error)
-            self.replay_client = reverb.Client(self.config.replay_address)
             return False
         return True
 
@@ -225,13 +222,13 @@ class Learner:
         config = self.config
         stop = StopSignal()
         health = start_health(config.health_port, "learner")
-        client, publisher = self._connect()
+        clients, publisher = self._connect()
         health.set(True)
         feed = StagedBatches(self.builder.make_dataset, self.layout.finish_batch())
         trainer = StagedTrainer(self.train, feed.slots)
         if config.prioritized_replay:
             self.priorities = PriorityUpdater(config.replay_address, REPLAY_TABLE, config.rpc_timeout_s)
-        rates = ReplayRates(client, config.rpc_timeout_s, self.layout.transitions_per_item)
+        rates = ReplayRates(clients.replay, config.rpc_timeout_s, self.layout.transitions_per_item)
         summaries = _Summaries(self, rates, BatchStats(self.bundle, config.train_batch_size(), feed.slots,
                                                        trainer.loss), publisher)
         step = self.step  # tracked locally: each train call advances the counter by exactly train_steps_per_call
@@ -260,18 +257,18 @@ class Learner:
         return 0
 
     def _connect(self) -> tuple:
-        """(replay client, weights publisher) once the server answers with matching tables; first weights out."""
+        """(server clients, weights publisher) once the servers answer with matching tables; first weights out."""
         config = self.config
-        client = wait_for_server(config.replay_address, wait_s=config.connect_timeout_s,
-                                 call_timeout_s=config.rpc_timeout_s)
-        self.builder.check_server_tables(client, role="learner")
-        self.replay_client = client
-        self.reset_requests = ResetRequestWatcher(config.replay_address, config.rpc_timeout_s)
-        publisher = WeightsPublisher(config.replay_address, config.rpc_timeout_s)
+        clients = wait_for_servers(config)
+        self.builder.check_server_tables(clients, role="learner")
+        self.replay = RemoteConnection(config.replay_address, config.rpc_timeout_s, "emptying the replay table",
+                                       client=clients.replay)
+        self.reset_requests = ResetRequestWatcher(config.control_address_resolved(), config.rpc_timeout_s)
+        publisher = WeightsPublisher(config.control_address_resolved(), config.rpc_timeout_s)
         self.publish(publisher, self.step)
-        log.info("learner starting at train step %d (max %d); replay at %s", self.step, config.max_train_steps,
-                 config.replay_address)
-        return client, publisher
+        log.info("learner starting at train step %d (max %d); replay at %s%s", self.step, config.max_train_steps,
+                 config.replay_address, _control_note(config))
+        return clients, publisher
 
     def _train_step(self, trainer: StagedTrainer, index: int, step: int) -> bool:
         """train_steps_per_call SGD steps on staged slot `index`; with prioritized replay, new priorities out.
@@ -352,6 +349,12 @@ class Learner:
         self.scalars.write(step, scalars)
         write_progress(self.directory, train_step=step, sgd_steps_per_sec=sgd_rate, loss=loss_value,
                        replay_size=replay.get("size", 0))
+
+
+def _control_note(config: LearnerConfig) -> str:
+    """Where weights and reset requests go, for the start line, when that is not the replay server."""
+    control = config.control_address_resolved()
+    return "" if control == config.replay_address else f"; weights and reset requests at {control}"
 
 
 def run(config: LearnerConfig) -> int:

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 import tensorflow as tf
 
-from learner.log_throttle import LogThrottle
+from dqn.process.log_throttle import LogThrottle
 
 log = logging.getLogger("learner")
 

@@ -25,6 +25,7 @@ from dqn.remote.replay_client import server_info
 from dqn.remote.run_settings import publish_run_settings
 from dqn.replay_layout.items import REPLAY_TABLE, VARIABLES_TABLE
 from dqn.resolve import resolve_run, run_env_specs
+from dqn.settings import loading as config_loading
 from dqn.settings.config import ReplayServerConfig, role_dir
 from replay_server.recovery import (
     complete_checkpoints,
@@ -220,7 +221,7 @@ def serve(config: ReplayServerConfig) -> int:
     envs_per_item = builder.layout.envs_per_item
     log.info("replay server on port %d (checkpoints in %s; replay items of %d env(s) each); restored %s",
              server.port, config.resolved_checkpoint_dir(), envs_per_item, format_stats(info))
-    publish_run_settings(client, config, config.rpc_timeout_s)
+    publish_run_settings(client, config_loading.to_dict(config), config.rpc_timeout_s)
     health = start_health(config.health_port, "replay-server")
     health.set(True)
     scheduler = CheckpointScheduler(client, config, stop, health)

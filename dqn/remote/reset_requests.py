@@ -8,31 +8,22 @@ restarts. Both sides call Reverb under a deadline: a lost request is re-sent, a 
 
 from __future__ import annotations
 
-import logging
 import threading
-import time
 
 import numpy as np
 import reverb
 
-from dqn.remote.deadline import CallTimeout, DeadlineCaller
+from dqn.remote.connection import RemoteConnection
 from dqn.remote.latest_item import UNCHANGED, LatestItemReader
 from dqn.replay_layout.items import REQUESTS_TABLE, RESET_REQUEST_STEP_KEY
-
-log = logging.getLogger(__name__)
-
-#: A failing poll or send is logged at most this often.
-LOG_INTERVAL_S = 60.0
 
 
 class ResetRequestSender:
     """The evaluator's side: `send(step)` queues a request; `flush()` tries to deliver it (call once per loop)."""
 
-    def __init__(self, client: reverb.Client, address: str, timeout_s: float):
-        self._client, self._address, self._timeout_s = client, address, timeout_s
-        self._caller = DeadlineCaller()
+    def __init__(self, address: str, timeout_s: float, client: reverb.Client | None = None):
+        self.connection = RemoteConnection(address, timeout_s, "reset request delivery", client=client)
         self._pending: int | None = None
-        self._last_log = 0.0
 
     def send(self, train_step: int) -> None:
         """Asks the learner to reset on behalf of the evaluation at `train_step`; delivered now or by `flush`."""
@@ -45,14 +36,9 @@ class ResetRequestSender:
             return
         step = self._pending
         try:
-            self._caller.call(lambda c=self._client: c.insert({RESET_REQUEST_STEP_KEY: np.int64(step)},
-                                                              priorities={REQUESTS_TABLE: 1.0}), self._timeout_s)
-        except Exception as error:  # noqa: BLE001 - evaluating goes on; the next loop re-sends
-            if isinstance(error, CallTimeout):
-                self._client = reverb.Client(self._address)
-            if time.monotonic() - self._last_log >= LOG_INTERVAL_S:
-                self._last_log = time.monotonic()
-                log.warning("reset request of train step %d not delivered (%s); retrying", step, error)
+            self.connection.call(lambda c: c.insert({RESET_REQUEST_STEP_KEY: np.int64(step)},
+                                                    priorities={REQUESTS_TABLE: 1.0}))
+        except Exception:  # noqa: BLE001 - evaluating goes on; the next loop re-sends (warned, throttled)
             return
         self._pending = None
 
@@ -61,7 +47,8 @@ class ResetRequestWatcher:
     """The learner's side: polls `learner_requests` on a daemon thread; `latest` is the newest request (or -1)."""
 
     def __init__(self, address: str, timeout_s: float, interval_s: float = 0.25):
-        self._address, self._timeout_s, self._interval_s = address, timeout_s, interval_s
+        self.connection = RemoteConnection(address, timeout_s, "reset request polling")
+        self._interval_s = interval_s
         self._stop = threading.Event()
         self._reader = LatestItemReader(REQUESTS_TABLE, timeout_s)
         self.latest = -1
@@ -78,16 +65,10 @@ class ResetRequestWatcher:
         return int(np.asarray(sample.data[RESET_REQUEST_STEP_KEY])[0])
 
     def _run(self) -> None:
-        caller, client, last_log = DeadlineCaller(), reverb.Client(self._address), 0.0
         while not self._stop.wait(self._interval_s):
             try:
-                step = caller.call(lambda c=client: self._reader.fetch(c, self._download), self._timeout_s)
-            except Exception as error:  # noqa: BLE001 - training goes on; the next poll retries
-                if isinstance(error, CallTimeout):
-                    client = reverb.Client(self._address)
-                if time.monotonic() - last_log >= LOG_INTERVAL_S:
-                    last_log = time.monotonic()
-                    log.warning("polling %s for reset requests failed (%s); retrying", self._address, error)
+                step = self.connection.call(lambda c: self._reader.fetch(c, self._download))
+            except Exception:  # noqa: BLE001 - training goes on; the next poll retries (warned, throttled)
                 continue
             if step is not None and step is not UNCHANGED:
                 self.latest = max(self.latest, step)

@@ -15,14 +15,13 @@ import numpy as np
 import reverb
 
 from dqn.remote.deadline import DeadlineCaller
-from dqn.remote.replay_client import ReplayUnreachable, server_info, wait_for_server
+from dqn.remote.replay_client import CONTROL_TABLES, ReplayUnreachable, server_info, wait_for_server
 from dqn.replay_layout.items import RUN_SETTINGS_KEY, RUN_SETTINGS_TABLE
-from dqn.settings.loading import to_dict
 
 
-def publish_run_settings(client: reverb.Client, config, timeout_s: float) -> None:
-    """Replaces the `run_settings` item with `config` (all of its fields, resolved)."""
-    text = json.dumps(to_dict(config), sort_keys=True).encode()
+def publish_run_settings(client: reverb.Client, settings: dict[str, Any], timeout_s: float) -> None:
+    """Replaces the `run_settings` item with `settings` (a resolved config's fields, `to_dict`)."""
+    text = json.dumps(settings, sort_keys=True).encode()
     DeadlineCaller().call(lambda: client.insert({RUN_SETTINGS_KEY: np.array(text, dtype=object)},
                                                 priorities={RUN_SETTINGS_TABLE: 1.0}), timeout_s)
 
@@ -41,7 +40,7 @@ def fetch_run_settings(client: reverb.Client, timeout_s: float) -> dict[str, Any
 def wait_for_run_settings(address: str, wait_s: float, timeout_s: float) -> dict[str, Any]:
     """The run's settings from the server at `address`, waiting up to `wait_s` for the server and for them."""
     deadline = time.monotonic() + wait_s
-    client = wait_for_server(address, wait_s=wait_s, call_timeout_s=timeout_s)
+    client = wait_for_server(address, wait_s=wait_s, call_timeout_s=timeout_s, expected=CONTROL_TABLES)
     while (settings := fetch_run_settings(client, timeout_s)) is None:
         if time.monotonic() > deadline:
             raise ReplayUnreachable(f"the replay server at {address} has not published the run's settings after "

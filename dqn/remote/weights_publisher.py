@@ -2,25 +2,20 @@
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 
 import numpy as np
-import reverb
 
-from dqn.remote.deadline import CallTimeout, DeadlineCaller
+from dqn.remote.connection import RemoteConnection
 from dqn.remote.weights_wire import PublishedWeights, publish_weights
-
-log = logging.getLogger(__name__)
 
 
 class WeightsPublisher:
     """Publishes weights from a daemon thread, newest wins: a stuck insert never stalls training."""
 
     def __init__(self, address: str, timeout_s: float):
-        self._address = address
-        self._timeout_s = timeout_s
+        self.connection = RemoteConnection(address, timeout_s, "weights publishing")
         self._pending: PublishedWeights | None = None
         self._condition = threading.Condition()
         self._busy = False
@@ -45,21 +40,17 @@ class WeightsPublisher:
         return True
 
     def _run(self) -> None:
-        caller, client = DeadlineCaller(), reverb.Client(self._address)
         while True:
             with self._condition:
                 while self._pending is None:
                     self._condition.wait()
                 weights, self._pending, self._busy = self._pending, None, True
             try:
-                caller.call(lambda w=weights, c=client: publish_weights(c, w.variables, w.train_step,
-                                                                        w.exploration_start), self._timeout_s)
+                self.connection.call(lambda c, w=weights: publish_weights(c, w.variables, w.train_step,
+                                                                          w.exploration_start))
                 self.published_step = weights.train_step
-            except Exception as error:  # noqa: BLE001 - keep training; the next publish retries
-                if isinstance(error, CallTimeout):
-                    client = reverb.Client(self._address)
-                log.warning("publishing weights of step %d failed (%s); the next publish retries",
-                            weights.train_step, error)
+            except Exception:  # noqa: BLE001 - keep training; the next publish retries (warned, throttled)
+                pass
             with self._condition:
                 self._busy = False
                 self._condition.notify_all()

@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 
-import reverb
-
-from dqn.remote.deadline import CallTimeout, DeadlineCaller
+from dqn.remote.connection import RemoteConnection
 from dqn.remote.latest_item import UNCHANGED, LatestItemReader
 from dqn.remote.weights_wire import PublishedWeights, sample_weights
 from dqn.replay_layout.items import VARIABLES_TABLE
 
-log = logging.getLogger(__name__)
 
 class WeightsPuller:
     """Fetches the latest published weights on a daemon thread; the caller never blocks.
@@ -23,8 +19,7 @@ class WeightsPuller:
     """
 
     def __init__(self, address: str, timeout_s: float, min_interval_s: float = 0.05):
-        self._address = address
-        self._timeout_s = timeout_s
+        self.connection = RemoteConnection(address, timeout_s, "weight refresh")
         self._min_interval_s = min_interval_s
         self._wanted = threading.Event()
         self._stop = threading.Event()
@@ -52,19 +47,15 @@ class WeightsPuller:
         self._wanted.set()
 
     def _run(self) -> None:
-        caller, client = DeadlineCaller(), reverb.Client(self._address)
         while not self._stop.is_set():
             self._wanted.wait()
             self._wanted.clear()
             if self._stop.is_set():
                 return
             try:
-                weights = caller.call(lambda c=client: self._reader.fetch(c, sample_weights), self._timeout_s)
-            except Exception as error:  # noqa: BLE001 - any failure keeps the current weights and retries
+                weights = self.connection.call(lambda c: self._reader.fetch(c, sample_weights))
+            except Exception:  # noqa: BLE001 - any failure keeps the current weights and retries (warned, throttled)
                 self.status = "replay unreachable"
-                if isinstance(error, CallTimeout):
-                    client = reverb.Client(self._address)
-                log.warning("weight refresh from %s failed (%s); keeping current weights", self._address, error)
                 self._wanted.set()
             else:
                 if weights is None:

@@ -35,7 +35,10 @@ class CommonConfig:
     env_id: str = setting("CartPole-v1", "gymnasium environment id (module:Id imports module first); needs "
                           "Discrete actions")
     seed: int = setting(0, "base random seed; each actor and env derives its own from it", ge=0)
-    replay_address: str = setting("localhost:8000", "host:port of the replay server")
+    replay_address: str = setting("localhost:8000", "host:port of the replay server (the replay data)")
+    control_address: str | None = setting(None, "host:port of a server serving the variables, learner_requests and "
+                                          "run_settings tables (weights, reset requests, the run's settings), as "
+                                          "the replay server does; none = replay_address")
     rpc_timeout_s: float = setting(10.0, "deadline of one remote call to the replay server, in seconds", gt=0)
     connect_timeout_s: float = setting(120.0, "seconds to wait for the replay server at start before exiting with "
                                        "code 1", gt=0)
@@ -126,9 +129,11 @@ class CommonConfig:
         if self.epsilon_hold_exponent != 0 and self.epsilon_hold_exponent <= 1:  # zeta needs an exponent > 1
             raise ConfigError("epsilon_hold_exponent", "must be 0 (one-step random actions) or > 1 (a zeta "
                                                        f"distribution's exponent); got {self.epsilon_hold_exponent}")
-        host, _, port = self.replay_address.rpartition(":")
-        if not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise ConfigError("replay_address", f"must be host:port, e.g. localhost:8000; got {self.replay_address!r}")
+        for name in ("replay_address", "control_address"):
+            address = getattr(self, name)
+            host, _, port = (address or "localhost:8000").rpartition(":")
+            if not host or not port.isdigit() or not 0 < int(port) < 65536:
+                raise ConfigError(name, f"must be host:port, e.g. localhost:8000; got {address!r}")
         if not self.fc_layer_params:
             raise ConfigError("fc_layer_params", "needs at least one hidden layer size, e.g. 64,64")
         if self.lstm_size is not None and self.n_step_update != 1:
@@ -153,6 +158,10 @@ class CommonConfig:
         if self.conv_layer_params is not None and (not self.conv_layer_params or len(self.conv_layer_params) % 3):
             raise ConfigError("conv_layer_params", "needs filters,kernel,stride triples, e.g. 32,8,4,64,4,2,64,3,1; "
                                                    f"got {','.join(map(str, self.conv_layer_params))!r}")
+
+    def control_address_resolved(self) -> str:
+        """Where the control tables (weights, requests, run settings) are: control_address, else the replay server."""
+        return self.control_address or self.replay_address
 
     def unresolved(self) -> list[str]:
         """The settings still at auto that the resolve step decides from the env (AUTO_FROM_ENV)."""

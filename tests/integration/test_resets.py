@@ -50,7 +50,7 @@ def test_a_reset_request_is_applied_once_and_restarts_the_actors_epsilon(system_
     # What the evaluator sends when a run fell back (evaluator/reset_rule.py), through the real replay server.
     client = reverb.Client(system.server.address)
     inserted_before = replay_inserts(client)
-    ResetRequestSender(client, system.server.address, 10.0).send(480)
+    ResetRequestSender(system.server.address, 10.0, client=client).send(480)
     # Emptying the table zeroes its insert count; the actors take seconds to insert as many items again.
     wait_until(lambda: replay_inserts(client) < inserted_before, 60, "the replay table to be emptied")
     wait_until(lambda: APPLIED in learner.log(), 60, "the learner to apply the reset request")

@@ -57,6 +57,7 @@ def test_conversions():
     ({"td_loss": "l1"}, "td_loss", "one of huber, mse"),
     ({"replay_min_size": "500", "replay_max_size": "100"}, "replay_min_size", "<= replay_max_size"),
     ({"replay_address": "nohostport"}, "replay_address", "host:port"),
+    ({"control_address": "control:port"}, "control_address", "host:port"),
     ({"fc_layer_params": "64,-1"}, "fc_layer_params", ">= 1"),
     ({"initial_priority": "td_error"}, "initial_priority", "needs prioritized_replay true"),
     ({"initial_priority": "td_error", "prioritized_replay": "true", "n_step_update": "3"}, "initial_priority",
@@ -76,6 +77,14 @@ def test_bad_values_name_the_field(flags, field, fragment):
     message = str(error.value)
     assert config_loading.flag_name(field) in message and config_loading.env_name(field) in message
     assert fragment in message
+
+
+def test_the_control_tables_are_at_the_replay_address_unless_control_address_is_set():
+    assert resolve(ActorConfig, environ={}, flags={"replay_address": "replay:8000"}).control_address_resolved() \
+        == "replay:8000"
+    config = resolve(ActorConfig, environ={"DQN_CONTROL_ADDRESS": "control:9000"}, flags={"replay_address": "r:1"})
+    assert config.control_address_resolved() == "control:9000" and config.replay_address == "r:1"
+    assert resolve(ActorConfig, environ={}, flags={"control_address": "none"}).control_address is None
 
 
 def test_unknown_keys_are_errors_but_other_roles_keys_are_accepted():

@@ -5,8 +5,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from dqn.process.log_throttle import LogThrottle
 from dqn.settings.config import LearnerConfig
-from learner.log_throttle import LogThrottle
 from learner.stats import NoInsertWarning
 from learner.triggers import IntervalTrigger, make_triggers
 
@@ -85,7 +85,7 @@ def test_a_requested_interval_trigger_fires_once_at_the_next_call_and_keeps_its_
 
 def test_a_log_throttle_is_ready_once_per_interval(monkeypatch):
     now = [1000.0]
-    monkeypatch.setattr("learner.log_throttle.time.monotonic", lambda: now[0])
+    monkeypatch.setattr("dqn.process.log_throttle.time.monotonic", lambda: now[0])
     throttle = LogThrottle(30.0)
     assert throttle.ready() and not throttle.ready()
     now[0] += 29.9

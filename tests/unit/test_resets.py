@@ -3,9 +3,9 @@
 import time
 
 import numpy as np
-import reverb
 
 from dqn.model.agent import reinitialize_q_networks
+from dqn.remote.connection import RemoteConnection
 from dqn.remote.weights_wire import PublishedWeights
 from dqn.resolve import resolved_builder
 from dqn.settings.config import CommonConfig, LearnerConfig
@@ -129,7 +129,7 @@ def test_a_replay_server_that_cannot_empty_its_table_leaves_the_reset_to_the_net
     config = LearnerConfig(root_dir=str(tmp_path), replay_address=f"localhost:{free_port()}", fc_layer_params=(32,),
                            rpc_timeout_s=1.0)
     learner = Learner(config)
-    learner.replay_client = reverb.Client(config.replay_address)  # nothing listens there
+    learner.replay = RemoteConnection(config.replay_address, config.rpc_timeout_s, "emptying")  # nothing listens
     started = time.monotonic()
     assert learner.empty_replay() is False
     assert time.monotonic() - started < 5, "the call runs under the rpc deadline"

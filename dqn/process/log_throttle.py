@@ -1,4 +1,4 @@
-"""How often a repeated learner warning is logged."""
+"""How often a repeated warning is logged, in every role."""
 
 from __future__ import annotations
 
