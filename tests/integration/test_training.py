@@ -15,6 +15,7 @@ import reverb
 from dqn.process.progress import read_progress
 from dqn.remote.weights_puller import fetch_weights
 from dqn.replay_layout.items import REPLAY_TABLE
+from dqn.resolve import resolve_settings
 from dqn.settings.config import LearnerConfig
 from tests.conftest import REPO, free_port, health_status, run_cli, wait_until
 from tests.events import read_scalars
@@ -91,7 +92,8 @@ def test_actors_insert_learner_trains_publishes_evaluator_reports(spawn, replay_
     assert all(0.1 <= value <= 1.0 for _, value in scalars["charts/epsilon_schedule"])
     from learner.train import Learner
 
-    restored = Learner(LearnerConfig(root_dir=str(root), replay_address=server.address, fc_layer_params=(32,)))
+    restored = Learner(resolve_settings(LearnerConfig(root_dir=str(root), replay_address=server.address,
+                                                      fc_layer_params=(32,))))
     assert restored.step == final_step  # the SIGTERM checkpoint holds exactly the final step
     # The published weights are exactly the checkpoint's; the actors hold the item of that train step (above),
     # and the learner published no other after it.

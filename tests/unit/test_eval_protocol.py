@@ -54,7 +54,7 @@ def test_an_env_without_an_episode_limit_gets_one_for_evaluation(monkeypatch):
     monkeypatch.setattr(evaluate, "UNLIMITED_ENV_EVAL_STEPS", 50)
     config = EvaluatorConfig(env_id=endless, fc_layer_params=(8,), eval_episodes=2)
     builder = resolved_builder(config)
-    episodes = make_episodes(config, builder)
+    episodes = make_episodes(builder.config, builder)
     episodes.load(FlatWeights(builder.agent.policy_variables).read())
     assert episodes.run(1)["average_episode_length"] == 50.0
     episodes.close()
@@ -81,12 +81,12 @@ def test_a_breakout_policy_that_never_fires_no_longer_stalls_the_evaluation():
     weights = never_fire(bundle)
     FlatWeights(bundle.policy_variables).assign(weights)
     # Greedy, the ball is never served: every episode runs into the cap.
-    greedy = make_episodes(EvaluatorConfig(**small, eval_epsilon=0.0, eval_max_episode_steps=300), builder)
+    greedy = make_episodes(dataclasses.replace(builder.config, eval_epsilon=0.0, eval_max_episode_steps=300), builder)
     greedy.load(weights)
     assert greedy.run(7) == {"average_return": 0.0, "average_episode_length": 300.0}
     greedy.close()
     # The Atari protocol: random actions serve the ball, lives are lost, episodes end well before 4,500 steps.
-    protocol = make_episodes(EvaluatorConfig(**small), builder)
+    protocol = make_episodes(builder.config, builder)
     protocol.load(weights)
     length = protocol.run(7)["average_episode_length"]
     assert 0 < length < 4_500
@@ -96,7 +96,7 @@ def test_a_breakout_policy_that_never_fires_no_longer_stalls_the_evaluation():
 def test_numpy_loop_repeats_its_random_actions_for_the_same_seed():
     builder = resolved_builder(EvaluatorConfig(fc_layer_params=(16,)))
     bundle = builder.agent
-    config = EvaluatorConfig(fc_layer_params=(16,), eval_epsilon=0.5, eval_episodes=4)
+    config = dataclasses.replace(builder.config, eval_epsilon=0.5, eval_episodes=4)
     episodes = make_episodes(config, builder)
     episodes.load(FlatWeights(bundle.policy_variables).read())
     first = episodes.run(3)

@@ -31,11 +31,12 @@ def learner_triggers(learner, publisher, watcher, step=0):
 
 
 def test_a_reset_request_takes_effect_at_the_next_train_call_whatever_the_publish_interval(tmp_path):
+    from dqn.resolve import resolve_settings
     from learner.train import Learner
 
     config = LearnerConfig(root_dir=str(tmp_path), fc_layer_params=(32,), publish_interval=10_000,
                            checkpoint_interval=10_000, summary_interval=10_000)
-    learner = Learner(config)
+    learner = Learner(resolve_settings(config))
     publisher, watcher = RecordingPublisher(), SimpleNamespace(latest=-1)
     triggers = learner_triggers(learner, publisher, watcher)
 
@@ -59,9 +60,10 @@ def test_a_reset_request_takes_effect_at_the_next_train_call_whatever_the_publis
 
 
 def test_an_applied_request_restored_from_the_checkpoint_is_not_applied_again(tmp_path):
+    from dqn.resolve import resolve_settings
     from learner.train import Learner
 
-    learner = Learner(LearnerConfig(root_dir=str(tmp_path), fc_layer_params=(32,)))
+    learner = Learner(resolve_settings(LearnerConfig(root_dir=str(tmp_path), fc_layer_params=(32,))))
     learner.reset_request_step.assign(480)
     learner.exploration_start.assign(2_000)
     publisher = RecordingPublisher()

@@ -124,11 +124,12 @@ def test_a_lucky_first_evaluation_does_not_raise_the_floor():
 
 
 def test_a_replay_server_that_cannot_empty_its_table_leaves_the_reset_to_the_network(tmp_path):
+    from dqn.resolve import resolve_settings
     from learner.train import Learner
 
     config = LearnerConfig(root_dir=str(tmp_path), replay_address=f"localhost:{free_port()}", fc_layer_params=(32,),
                            rpc_timeout_s=1.0)
-    learner = Learner(config)
+    learner = Learner(resolve_settings(config))
     learner.replay = RemoteConnection(config.replay_address, config.rpc_timeout_s, "emptying")  # nothing listens
     started = time.monotonic()
     assert learner.empty_replay() is False
