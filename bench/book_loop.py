@@ -44,6 +44,7 @@ def run_book_loop(seed: int, budget_s: float, eval_interval: int = 100, target: 
     # One env's trajectory per item, as the book's observer writes it (not the service's blocks of envs).
     config = LocalConfig(seed=seed, envs_per_item=1)
     builder = resolved_builder(config)
+    config = builder.config  # auto settings decided, as a run decides them
     bundle = builder.agent
     agent = bundle.agent
     table = reverb.Table("replay", reverb.selectors.Uniform(), reverb.selectors.Fifo(), config.replay_max_size,

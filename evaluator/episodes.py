@@ -2,7 +2,9 @@
 
 The policy is greedy, or epsilon-greedy with the evaluator's `eval_epsilon` (Atari's protocol: see
 evaluator/evaluate.py). A run plays one episode per env, feeds the evaluation metrics (evaluator/metrics.py) and
-returns their values. An episode that an env fault cut short (dqn/envs/faults.py: the env raised and was
+returns their values. Each episode's final info reaches the metrics too: the vector env keeps it at the step
+that ends the episode (`GymnasiumVectorEnvironment.keep_final_infos`), so both loops get it without a Python call
+of their own per step. An episode that an env fault cut short (dqn/envs/faults.py: the env raised and was
 recreated) is left out of every metric, and `cut_short` says how many were.
 
 Why no tensor per step: a policy call per env step that handed tensors to Python would keep their memory for good
@@ -32,7 +34,7 @@ from dqn.envs.vector_env import GymnasiumVectorEnvironment
 from dqn.model.flat_weights import FlatWeights
 from dqn.model.graph_policy import GraphQNetwork
 from dqn.model.numpy_policy import HostEpsilonGreedy, HostQNetwork
-from evaluator.metrics import EpisodeTotals, EvalMetric, make_metrics
+from evaluator.metrics import EpisodeTotals, EvalMetric, MetricContext, make_metrics
 
 
 def cut_short_by_faults(lengths: np.ndarray, first_step_fault: np.ndarray) -> np.ndarray:
@@ -48,7 +50,8 @@ def make_episode_runner(policy, action_spec, env: GymnasiumVectorEnvironment, ep
     """The Python loop for a Q-network with `q_values` (numpy or one graph call), else the in-graph loop of a policy.
 
     `policy` is `DqnBuilder.make_evaluation_policy()`. With `epsilon` > 0, each step takes a uniformly random
-    action with that probability (0 = greedy). `metrics` defaults to every registered one (`EVAL_METRICS`).
+    action with that probability (0 = greedy). `metrics` defaults to every registered one (`EVAL_METRICS`), built
+    with a context of the env alone (no target return); the evaluator passes its own (`make_episodes`).
     """
     if isinstance(policy, (HostQNetwork, GraphQNetwork)):
         return PythonLoopEpisodes(policy, action_spec, env, epsilon=epsilon, metrics=metrics)
@@ -64,7 +67,9 @@ class PolicyEpisodes:
 
     def __init__(self, env: GymnasiumVectorEnvironment, metrics: list[EvalMetric] | None):
         self._env = env
-        self.metrics = make_metrics() if metrics is None else list(metrics)
+        env.keep_final_infos()
+        self.metrics = make_metrics(MetricContext(env.env_id, env.action_spec())) if metrics is None \
+            else list(metrics)
         self.cut_short = 0  # episodes of the last run left out: an env fault ended them
         self.whole_episodes = 0  # episodes of the last run that the metrics counted
 
@@ -75,13 +80,18 @@ class PolicyEpisodes:
             metric.reset(self._env.batch_size)
 
     def _finish(self, returns: np.ndarray, lengths: np.ndarray) -> dict[str, float]:
-        """Feeds each env's totals to the metrics, leaving out episodes that a fault cut short, and reads them."""
+        """Feeds each env's episode to the metrics, leaving out episodes that a fault cut short, and reads them.
+
+        A metric whose result is None (nothing to report this time) is left out of the values.
+        """
         cut_short = cut_short_by_faults(lengths, self._env.first_step_fault)
-        episodes = EpisodeTotals(returns, lengths, ~cut_short)
+        infos = tuple({} if info is None else info for info in self._env.final_infos)
+        episodes = EpisodeTotals(returns, lengths, ~cut_short, infos)
         self.cut_short, self.whole_episodes = int(cut_short.sum()), episodes.count
         for metric in self.metrics:
             metric.on_episodes(episodes)
-        return {metric.name: metric.result() for metric in self.metrics}
+        values = {metric.name: metric.result() for metric in self.metrics}
+        return {name: value for name, value in values.items() if value is not None}
 
     def close(self) -> None:
         """Closes the envs."""

@@ -3,8 +3,10 @@
 `eval_episodes` envs run side by side, one episode each, with the policy in numpy for a plain MLP or stepped
 inside the graph otherwise (evaluator/episodes.py). The episodes are independent, so this equals running them one
 after another, only faster. Every evaluation starts the same episodes (the same env seeds), so returns compare
-across train steps. Each evaluation's metrics (evaluator/metrics.py: average return, average episode length and
-any metric registered there) go to TensorBoard under `eval/` and into `evals.jsonl`.
+across train steps. Each evaluation's metrics (evaluator/metrics.py: average return, average episode length, the
+success rate where the env reports one, and any metric registered there) go to TensorBoard under `eval/` and into
+`evals.jsonl`: the average return as the record's `average_return` (its score, beside the re-check's
+`confirmed_return`), the others under the record's `metrics`.
 
 An evaluation whose average beats the kept best's score and reaches the target return (`target_return`, else the
 env's reward_threshold; any new best when there is neither) is re-checked on `eval_confirm_episodes` fresh
@@ -52,7 +54,7 @@ from dqn.resolve import run_env_specs
 from dqn.settings.config import EvaluatorConfig, role_dir
 from evaluator.best import BestPolicy
 from evaluator.episodes import PolicyEpisodes, make_episode_runner
-from evaluator.metrics import AverageReturn
+from evaluator.metrics import AverageReturn, MetricContext, make_metrics
 from evaluator.reset_rule import FallbackResetRule
 
 log = logging.getLogger("evaluator")
@@ -85,17 +87,28 @@ def evaluation_protocol(config: EvaluatorConfig) -> tuple[float, EnvOptions]:
     return epsilon, options
 
 
-def make_episodes(config: EvaluatorConfig, builder: DqnBuilder, num_episodes: int | None = None) -> PolicyEpisodes:
+def metric_context(config: EvaluatorConfig, builder: DqnBuilder) -> MetricContext:
+    """What the evaluation metrics know of the run: the env, its action spec and the target return."""
+    return MetricContext(config.env_id, builder.agent.action_spec,
+                         config.resolved_target_return(builder.reward_threshold))
+
+
+def make_episodes(config: EvaluatorConfig, builder: DqnBuilder, num_episodes: int | None = None,
+                  context: MetricContext | None = None) -> PolicyEpisodes:
     """`num_episodes` (default eval_episodes) envs and a policy loop, built once and reused by every evaluation.
 
-    Give it weights with `load(variables)` before `run`, which returns the registered metrics' values.
+    Give it weights with `load(variables)` before `run`, which returns the registered metrics' values; the metrics
+    are built with `context` (default: `metric_context(config, builder)`).
     """
+    if context is None:
+        context = metric_context(config, builder)
     epsilon, options = evaluation_protocol(config)
     env = builder.make_envs(num_episodes or config.eval_episodes, options=options)
     cap = f"{options.max_episode_steps} agent steps" if options.max_episode_steps else "the env's own limit"
     if num_episodes is None:
         log.info("evaluation episodes: epsilon %g, at most %s", epsilon, cap)
-    return make_episode_runner(builder.make_evaluation_policy(), builder.agent.action_spec, env, epsilon=epsilon)
+    return make_episode_runner(builder.make_evaluation_policy(), builder.agent.action_spec, env, epsilon=epsilon,
+                               metrics=make_metrics(context))
 
 
 def confirmation_seed(seed: int, train_step: int) -> int:
@@ -150,8 +163,9 @@ class Evaluator:
         builder = DqnBuilder(config, run_env_specs(config))
         clients = wait_for_servers(config)
         builder.check_server_tables(clients, role="evaluator")
-        episodes = make_episodes(config, builder)
-        confirmation = make_episodes(config, builder, config.eval_confirm_episodes) \
+        context = metric_context(config, builder)
+        episodes = make_episodes(config, builder, context=context)
+        confirmation = make_episodes(config, builder, config.eval_confirm_episodes, context) \
             if config.eval_confirm_episodes else None
         log.info("evaluation episodes: %s", episodes.describe())
         puller = WeightsPuller(config.control_address_resolved(), config.rpc_timeout_s)
@@ -161,8 +175,8 @@ class Evaluator:
         best = BestPolicy(summary_dir, bundle.agent.policy, FlatWeights(bundle.policy_variables))
         reset_requests = ResetRequestSender(config.control_address_resolved(), config.rpc_timeout_s,
                                             client=clients.control)
-        return cls(config, config.resolved_target_return(builder.reward_threshold), episodes, confirmation, best,
-                   reset_requests, puller, summary_dir, stop_requested)
+        return cls(config, context.target_return, episodes, confirmation, best, reset_requests, puller, summary_dir,
+                   stop_requested)
 
     def new_weights(self) -> PublishedWeights | None:
         """Weights at least eval_interval train steps past the last evaluated ones, else None.
@@ -192,7 +206,11 @@ class Evaluator:
             log.warning("train step %d: every evaluation episode ended in an env fault; not scored",
                         weights.train_step)
             return None
-        record = {"train_step": weights.train_step, **values, "episodes": self.episodes.whole_episodes}
+        # The score is the record's own field (every reader ranks and decides by it); the other metrics are kept
+        # apart, so a new metric never collides with a field of the record.
+        record = {"train_step": weights.train_step, "average_return": values[AverageReturn.name],
+                  "metrics": {name: value for name, value in values.items() if name != AverageReturn.name},
+                  "episodes": self.episodes.whole_episodes}
         if self.episodes.cut_short:
             record["cut_short_episodes"] = self.episodes.cut_short
         return Evaluation(weights, values, record, started)

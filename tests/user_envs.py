@@ -18,6 +18,8 @@ so every part of the observation must reach the Q-network for the greedy policy 
   ~50,000 / ~3,000 steps; AlwaysHangingCartPole-v0 on its first step.
 - Endless-v0: match the bit on a float vector for ever (no episode end, no registered limit).
 - SlowCartPole-v0: CartPole taking 2 ms a step (a simulator far slower than the learner).
+- SometimesSucceeds-v0: a goal env reporting `is_success` in every step's info (as gymnasium-robotics' goal envs);
+  the episodes started by a seed divisible by 4 succeed, whatever the actions: a quarter of 4k consecutive seeds.
 """
 
 from __future__ import annotations
@@ -182,6 +184,35 @@ class IdleRoom(gym.Env):
         return observation, reward, at_goal, self.steps >= self.MAX_STEPS and not at_goal, {}
 
 
+class SometimesSucceeds(gym.Env):
+    """Episodes of 3-5 steps whose success the reset fixes: a seed divisible by 4 (or a draw, unseeded) succeeds.
+
+    Every step's info has `is_success`: False until the last step, which says whether the episode succeeded (and
+    earns 1 if so); the reset's info has none. A metric that read any info but the episode's final one would see
+    no success or no key at all.
+    """
+
+    def __init__(self):
+        self.observation_space = gym.spaces.Box(0.0, 1.0, (2,), np.float32)
+        self.action_space = gym.spaces.Discrete(2)
+        self.succeeds, self.length, self.steps = False, 3, 0
+
+    def _observe(self):
+        return np.array([self.steps / self.length, self.succeeds], np.float32)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        draw = seed if seed is not None else int(self.np_random.integers(1 << 30))
+        self.succeeds, self.length, self.steps = draw % 4 == 0, 3 + draw % 3, 0
+        return self._observe(), {}
+
+    def step(self, action):
+        self.steps += 1
+        ended = self.steps >= self.length
+        success = ended and self.succeeds
+        return self._observe(), float(success), ended, False, {"is_success": success}
+
+
 def _register() -> None:
     for name in SPACES:
         if name not in gym.registry:
@@ -199,6 +230,8 @@ def _register() -> None:
     for name, kwargs in (("IdleRoom-v0", {}), ("IdleRoomWithStepCost-v0", {"step_reward": -0.01})):
         if name not in gym.registry:  # an optimal walk scores 0.84-0.91; 0.8 is reached from every start
             gym.register(name, entry_point=IdleRoom, kwargs=kwargs, reward_threshold=0.8)
+    if "SometimesSucceeds-v0" not in gym.registry:
+        gym.register("SometimesSucceeds-v0", entry_point=SometimesSucceeds, max_episode_steps=10)
 
 
 _register()

@@ -68,6 +68,9 @@ class RecoveringEnv(gym.Wrapper):
         self._recreations = 0  # how many times this sub-env was made anew (each gets a seed of its own)
         self._last_observation: Any = None
         self._seed: int | None = None
+        # The info of the last step or reset, kept by reference (no copy on the actor's hot path); the vector
+        # env reads it where an episode ends (GymnasiumVectorEnvironment.infos, final_infos).
+        self.info: dict = {}
 
     def _record(self, phase: str, error: BaseException | str, trace: str | None = None) -> None:
         description = error if isinstance(error, str) else _describe(error)
@@ -101,6 +104,7 @@ class RecoveringEnv(gym.Wrapper):
                 continue
             self._broken = False
             self._last_observation = copy.deepcopy(observation)
+            self.info = info
             return observation, info
         raise EnvFailed(f"env {self._env_id!r} (sub-env {self._index}) failed at reset {RESET_ATTEMPTS} times in "
                         f"a row, recreated each time; last error: {_describe(last)}. Fix the env (its traceback is "
@@ -125,8 +129,10 @@ class RecoveringEnv(gym.Wrapper):
         except Exception as error:  # noqa: BLE001 - any error of a user's env: recreate it at the reset
             self._record("step", error)
             self._broken = True
-            return self._last_observation, 0.0, False, True, {}
+            self.info = {}
+            return self._last_observation, 0.0, False, True, self.info
         self._last_observation = observation
+        self.info = info
         return observation, reward, terminated, truncated, info
 
     def mark_non_finite(self, what: str, last_good_observation: Any) -> None:

@@ -33,6 +33,11 @@ class GymnasiumVectorEnvironment(py_environment.PyEnvironment):
     holds, per sub-env, the vector step (since the last reset) of its first step that raised, -1 if none, so the
     evaluator can tell which episodes a fault cut short without any per-step bookkeeping here; only the first
     matters, because a faulted step ends its episode.
+
+    `infos` is each sub-env's info of the last step (in NEXT_STEP mode, the step that ends an episode carries that
+    episode's final info, the next one the reset's). Only a caller that asks (`keep_final_infos`, the evaluator)
+    gets `final_infos`: each sub-env's final info of its first episode since the last reset, kept by the step
+    itself, so a loop that steps the env inside TF sees them too.
     """
 
     def __init__(self, env_id: str, num_envs: int, seed: int | None = None, options: EnvOptions | None = None,
@@ -80,6 +85,7 @@ class GymnasiumVectorEnvironment(py_environment.PyEnvironment):
         self._seed = seed
         self._episode_ended = np.zeros(num_envs, dtype=bool)
         self._observation: Any = None  # the last batch handed out: every env's last finite observation
+        self.final_infos: list[dict | None] | None = None  # None: not kept (the actor's envs)
 
     @property
     def batched(self) -> bool:
@@ -90,6 +96,23 @@ class GymnasiumVectorEnvironment(py_environment.PyEnvironment):
     def batch_size(self) -> int:
         """Number of parallel envs."""
         return self._num_envs
+
+    @property
+    def env_id(self) -> str:
+        """The gymnasium id of the envs."""
+        return self._env_id
+
+    @property
+    def infos(self) -> list[dict]:
+        """Each sub-env's info of the last step or reset (the env's own dicts, not copies)."""
+        return [sub_env.info for sub_env in self._sub_envs]
+
+    def keep_final_infos(self) -> None:
+        """From now on, `final_infos[i]` is sub-env i's final info of its first episode since the last reset.
+
+        None until that episode ends. A step that an env fault ended carries an empty info.
+        """
+        self.final_infos = [None] * self._num_envs
 
     def observation_spec(self) -> array_spec.BoundedArraySpec:
         """Spec of one env's observation."""
@@ -110,6 +133,8 @@ class GymnasiumVectorEnvironment(py_environment.PyEnvironment):
         self._episode_ended[:] = False
         self.first_step_fault[:] = -1
         self._steps_at_reset = self._steps
+        if self.final_infos is not None:
+            self.final_infos = [None] * self._num_envs
         observation = self._convert(observation)
         if not self._all_finite(observation, np.zeros(self._num_envs)):
             observation = self._reset_non_finite(observation)
@@ -145,7 +170,17 @@ class GymnasiumVectorEnvironment(py_environment.PyEnvironment):
             observation, reward, truncated = self._drop_non_finite(observation, reward, truncated)
         self._take_faults()
         self._observation = observation
-        return self.time_step_from_gym(observation, reward, terminated, truncated)
+        time_step = self.time_step_from_gym(observation, reward, terminated, truncated)
+        if self.final_infos is not None:
+            self._keep_first_final_infos(time_step.step_type)
+        return time_step
+
+    def _keep_first_final_infos(self, step_type: np.ndarray) -> None:
+        """Keeps the info of each sub-env whose first episode since the reset ended at this step."""
+        for index in np.flatnonzero(step_type == ts.StepType.LAST):
+            if self.final_infos[index] is None:
+                # A copy: the env may reuse its dict, and this one must stay as the episode left it.
+                self.final_infos[index] = dict(self._sub_envs[index].info)
 
     def _all_finite(self, observation: Any, reward: np.ndarray) -> bool:
         """One vectorized check of the batch (the float parts of the observation and the rewards)."""

@@ -43,7 +43,7 @@ def test_breakout_actor_learner_evaluator(spawn, replay_server_factory, tmp_path
 
     record = json.loads(evals.read_text().splitlines()[0])
     assert record["episodes"] == 1 and record["average_return"] >= 0
-    assert 0 < record["average_episode_length"] <= 100  # bounded by --max-episode-steps
+    assert 0 < record["metrics"]["average_episode_length"] <= 100  # bounded by --max-episode-steps
     info = reverb.Client(server.address).server_info(timeout=10)[REPLAY_TABLE]
     assert info.current_size > 100
     # Observations travel and are stored as uint8 stacks of 4 preprocessed 84x84 frames.

@@ -98,3 +98,30 @@ def test_an_env_module_that_cannot_be_imported_is_named():
 def test_continuous_action_space_is_refused():
     with pytest.raises(EnvError, match="Discrete action space"):
         env_specs("Pendulum-v1")
+
+
+def test_the_final_info_of_each_first_episode_is_kept_where_asked():
+    import tests.user_envs  # noqa: F401 - registers SometimesSucceeds-v0 (is_success in every step's info)
+
+    actor_env = GymnasiumVectorEnvironment("tests.user_envs:SometimesSucceeds-v0", 4, seed=8)
+    actor_env.reset()
+    actor_env.step(np.zeros(4, np.int64))
+    assert actor_env.final_infos is None  # not kept unless asked: the actor's envs
+    assert actor_env.infos == [{"is_success": False}] * 4  # each sub-env's info of the last step
+    env = GymnasiumVectorEnvironment("tests.user_envs:SometimesSucceeds-v0", 4)
+    env.keep_final_infos()
+    for _ in range(2):  # a reset starts the record afresh
+        env.reseed(8)
+        env.reset()
+        assert env.final_infos == [None] * 4
+        for _ in range(4):  # seeds 8-11: episodes of 5, 3, 4, 5 steps
+            env.step(np.zeros(4, np.int64))
+        assert env.final_infos == [None, {"is_success": False}, {"is_success": False}, None]
+        env.step(np.zeros(4, np.int64))  # sub-env 0 (seed 8) ends: the only success
+        assert env.infos[0] == env.final_infos[0] == {"is_success": True}
+        env.step(np.zeros(4, np.int64))
+        assert env.infos[0] == {}  # its next step is the reset's, whose info has no key
+        for _ in range(12):  # the envs play on into later episodes, whose ends do not replace the first's
+            env.step(np.zeros(4, np.int64))
+        assert env.final_infos == [{"is_success": True}, {"is_success": False}, {"is_success": False},
+                                   {"is_success": False}]

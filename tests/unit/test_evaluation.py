@@ -18,7 +18,7 @@ from evaluator import metrics
 from evaluator.best import BestPolicy
 from evaluator.episodes import InGraphLoopEpisodes, PythonLoopEpisodes, make_episode_runner
 from evaluator.evaluate import Evaluator, confirmation_seed
-from evaluator.metrics import EpisodeMetric, EpisodeTotals, EvalMetric, make_metrics
+from evaluator.metrics import EpisodeMetric, EpisodeTotals, EvalMetric, MetricContext, make_metrics
 
 
 def python_loop(policy, num_envs: int, seed: int, max_episode_steps: int) -> tuple[np.ndarray, np.ndarray]:
@@ -181,15 +181,19 @@ def test_episodes_cut_short_by_an_env_fault_are_left_out(bundle, loop):
     episodes.close()
 
 
-def test_an_evaluation_whose_episodes_were_all_cut_short_has_no_average():
-    kept = EpisodeTotals(np.array([3.0, 5.0]), np.array([3.0, 5.0]), np.array([True, False]))
-    none_left = EpisodeTotals(np.array([3.0]), np.array([3.0]), np.array([False]))
-    for metric in make_metrics():
+def test_an_evaluation_whose_episodes_were_all_cut_short_has_no_average(bundle):
+    context = MetricContext("CartPole-v1", bundle.agent.action_spec)
+    kept = EpisodeTotals(np.array([3.0, 5.0]), np.array([3.0, 5.0]), np.array([True, False]),
+                         ({"is_success": 1.0}, {"is_success": 0.0}))
+    none_left = EpisodeTotals(np.array([3.0]), np.array([3.0]), np.array([False]), ({"is_success": 1.0},))
+    expected = {"average_return": 3.0, "average_episode_length": 3.0, "success_rate": 1.0}
+    for metric in make_metrics(context):
         metric.reset(2)
         metric.on_episodes(kept)
-        assert metric.result() == 3.0  # the cut-short episode (5) is left out
+        assert metric.result() == expected.pop(metric.name)  # the cut-short episode (5, no success) is left out
         metric.on_episodes(none_left)
         assert np.isnan(metric.result())
+    assert not expected
 
 
 class MaxReturn(EpisodeMetric):
@@ -197,8 +201,8 @@ class MaxReturn(EpisodeMetric):
 
     name = "max_return"
 
-    def compute(self, returns, lengths):
-        return returns.max()
+    def compute(self, episodes):
+        return episodes.returns.max()
 
 
 class StepMaxReturn(EvalMetric):
@@ -265,9 +269,10 @@ def test_a_registered_metric_is_fed_and_recorded_without_cut_short_episodes(bund
     evaluator.record(evaluation)
     episodes.close()
     record = json.loads((tmp_path / "evals.jsonl").read_text())
-    assert list(record) == ["train_step", "average_return", "average_episode_length", "max_return", "episodes",
-                            "cut_short_episodes", "seconds", "time"]
-    assert record["max_return"] == pytest.approx(returns[whole].max())  # the cut-short episodes are left out
+    assert list(record) == ["train_step", "average_return", "metrics", "episodes", "cut_short_episodes", "seconds",
+                            "time"]
+    assert list(record["metrics"]) == ["average_episode_length", "max_return"]  # no success rate: CartPole has none
+    assert record["metrics"]["max_return"] == pytest.approx(returns[whole].max())  # cut-short episodes left out
     assert record["average_return"] == pytest.approx(returns[whole].mean())
     assert (record["episodes"], record["cut_short_episodes"]) == (whole.sum(), (~whole).sum())
     scalars = tensorboard_scalars(tmp_path)
@@ -304,7 +309,7 @@ def test_an_evaluation_without_a_whole_episode_is_not_recorded(bundle, loop, tmp
 def test_metric_names_must_be_distinct(monkeypatch):
     monkeypatch.setattr(metrics, "EVAL_METRICS", [*metrics.EVAL_METRICS, metrics.AverageReturn])
     with pytest.raises(ValueError, match="distinct"):
-        make_metrics()
+        make_metrics(MetricContext("CartPole-v1", None))
 
 
 def test_a_candidate_is_rechecked_on_fresh_episodes_then_kept_and_recorded(bundle, tmp_path, capsys):
@@ -327,9 +332,10 @@ def test_a_candidate_is_rechecked_on_fresh_episodes_then_kept_and_recorded(bundl
     evaluator.maybe_request_reset(evaluation)  # no target: never a reset (no sender needed)
     evaluator.record(evaluation)
     record = json.loads((tmp_path / "evals.jsonl").read_text())
-    assert list(record) == ["train_step", "average_return", "average_episode_length", "episodes", "confirm_episodes",
+    assert list(record) == ["train_step", "average_return", "metrics", "episodes", "confirm_episodes",
                             "confirmed_return", "seconds", "time"]
     assert record["average_return"] == pytest.approx(returns.mean()) and record["episodes"] == 3
+    assert record["metrics"] == {"average_episode_length": pytest.approx(lengths.mean())}
     assert record["confirm_episodes"] == 4 and record["confirmed_return"] == pytest.approx(fresh.mean())
     assert (best.train_step, best.confirmed_return) == (100, record["confirmed_return"])
     assert tensorboard_scalars(tmp_path)["eval/confirmed_return"] == pytest.approx(fresh.mean())
