@@ -253,9 +253,9 @@ def solves(evaluation: dict | None, target: float | None) -> bool:
     """True when an evaluation record of trained weights reaches the target return, re-check included.
 
     Only trained weights count: the initial network (train step 0) sometimes scores the target on the 10 fixed
-    episodes by luck (a random net on scaled CartPole inputs acts as a crude linear controller; one did, and
-    averaged 357-381 on other episodes). Where the evaluator re-checks candidates on fresh episodes
-    (`eval_confirm_episodes`), that average must reach the target too.
+    episodes by luck (a random net on scaled CartPole inputs acts as a crude linear controller, and a lucky one
+    scores high on a few episodes without having learned anything). Where the evaluator re-checks candidates on
+    fresh episodes (`eval_confirm_episodes`), that average must reach the target too.
     """
     if target is None or evaluation is None or evaluation["train_step"] <= 0:
         return False

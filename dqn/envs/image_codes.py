@@ -4,7 +4,7 @@ MiniGrid's 7x7x3 view holds object, colour and state indices (0-10, 0-5, 0-2) in
 by 255, a wall (2) and a door (4) differ by 0.008 and read as "a little more of the same"; one-hot, they are
 different inputs, as they are to the game. Pixels and code grids cannot be told apart from the Box alone, so auto
 looks at the values: an integer image is read as codes when its Box allows only values below CODE_DEPTH, or when
-a second of seeded random play shows none that high (an Atari frame shows one at its first reset).
+the run's seeded random play shows none that high (an Atari frame shows one at its first reset).
 """
 
 from __future__ import annotations
