@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from dqn.model.actions import max_q_values, taken_q_values
 from dqn.replay_layout.priority_scale import PriorityScale
 
 
@@ -23,15 +24,16 @@ class InitialPriorities:
         self._reward = np.zeros(num_envs, dtype=np.float64)
         self._discount = np.zeros(num_envs, dtype=np.float64)
 
-    def closing(self, q_values: np.ndarray | None) -> np.ndarray:
+    def closing(self, q_values: np.ndarray | None, mask: np.ndarray | None = None) -> np.ndarray:
         """Priorities of the transitions ending at the observations `q_values` [N, A] were computed for.
 
+        The target's max is over the actions `mask` [N, A] allows at those observations (None: all).
         1.0 (the top of the scale) where no TD error is known: warm-up steps with random actions (None) and
         the first step after them.
         """
         if q_values is None or self._q_taken is None:
             return np.ones(self._num_envs, dtype=np.float32)
-        target = self._reward + self._gamma * self._discount * q_values.max(axis=1)
+        target = self._reward + self._gamma * self._discount * max_q_values(q_values, mask)
         return self._scale(target - self._q_taken).astype(np.float32)
 
     def taken(self, q_values: np.ndarray | None, action: np.ndarray, reward: np.ndarray,
@@ -40,6 +42,6 @@ class InitialPriorities:
         if q_values is None:
             self._q_taken = None
             return
-        self._q_taken = q_values[np.arange(self._num_envs), action].astype(np.float64)
+        self._q_taken = taken_q_values(q_values, action).astype(np.float64)
         self._reward = np.asarray(reward, dtype=np.float64)
         self._discount = np.asarray(discount, dtype=np.float64)

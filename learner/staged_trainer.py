@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
+from dqn.model.actions import max_q_values_tf
 from dqn.model.agent import AgentBundle
 from dqn.model.graph_io import HostInput, HostOutput
 
@@ -91,7 +92,7 @@ class BatchStats:
                 step_type = experience.step_type.read_value()[:batch_size, 0]
                 state = network.get_initial_state(batch_size) if network.state_spec else ()
                 q_values, _ = network(observation, step_type=step_type, network_state=state, training=False)
-                self._output.write(tf.stack([loss.read_value(), tf.reduce_mean(tf.reduce_max(q_values, axis=-1))]))
+                self._output.write(tf.stack([loss.read_value(), tf.reduce_mean(max_q_values_tf(q_values))]))
 
             return measure
 

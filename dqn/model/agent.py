@@ -15,6 +15,7 @@ from tf_agents.specs import tensor_spec
 from tf_agents.trajectories import time_step as ts
 from tf_agents.utils import common
 
+from dqn.model.actions import max_q_values_tf, taken_q_values_tf
 from dqn.model.networks import make_q_network
 from dqn.settings.config import CommonConfig
 
@@ -48,6 +49,9 @@ class _AdvantageLearning:
     action that wastes a step (a no-op, worth gamma x V(s)) falls (1 - gamma) / (1 - alpha) x V(s) short of the
     best one instead of (1 - gamma) x V(s): at gamma 0.99 a gap the Q-network's own error no longer hides.
     The loss takes predictions minus targets, so the correction is added to the predicted Q(s, a) as a constant.
+    The max and the gathered Q(s, a) come from `dqn.model.actions`; with a mask of valid actions (the agent's
+    `observation_and_action_constraint_splitter`, which also masks TF-Agents' own target max), the override would
+    split `time_steps.observation` the same way and pass the mask of s to the max.
     """
 
     def __init__(self, *args, action_gap_alpha: float, **kwargs):
@@ -58,8 +62,8 @@ class _AdvantageLearning:
         q_values = super()._compute_q_values(time_steps, actions, training=training)
         target_q_values, _ = self._target_q_network(time_steps.observation, step_type=time_steps.step_type,
                                                     training=False)
-        taken = common.index_with_actions(target_q_values, tf.cast(actions, tf.int32))
-        gap = tf.cast(tf.reduce_max(target_q_values, axis=-1) - taken, q_values.dtype)
+        taken = taken_q_values_tf(target_q_values, actions)
+        gap = tf.cast(max_q_values_tf(target_q_values) - taken, q_values.dtype)
         return q_values + self._action_gap_alpha * tf.stop_gradient(gap)
 
 

@@ -9,6 +9,10 @@ Every kind answers `actions(time_step) -> (actions [N], Q-values [N, A] or None)
 - `RandomCollectPolicy`: uniform actions (the warm-up before the first weights).
 - `HeldRandomActions`' wrapper `HeldRandomCollectPolicy`: random actions held for a while over a greedy inner
   policy (dqn/model/exploration.py), which then replaces the inner policy's epsilon.
+
+Our own action choices (numpy greedy, warm-up and held random actions) go through `dqn.model.actions`; in the graph
+policy TF-Agents chooses, and a mask of valid actions would enter through DqnAgent's
+`observation_and_action_constraint_splitter` (dqn/model/agent.py).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from typing import Protocol
 import numpy as np
 from tf_agents.trajectories import time_step as ts
 
+from dqn.model.actions import random_actions
 from dqn.model.agent import AgentBundle
 from dqn.model.exploration import HeldRandomActions
 from dqn.model.flat_weights import FlatWeights
@@ -64,7 +69,10 @@ class NumpyCollectPolicy:
 
 
 class GraphCollectPolicy:
-    """TF-Agents' collect policy in one graph call per step; with `q_values`, the Q-values from the same call."""
+    """TF-Agents' collect policy in one graph call per step; with `q_values`, the Q-values from the same call.
+
+    TF-Agents' EpsilonGreedyPolicy over its QPolicy picks the actions (not `dqn.model.actions`).
+    """
 
     runs_in = "graph"
 
@@ -100,13 +108,14 @@ class RandomCollectPolicy:
     runs_in = "numpy"
 
     def __init__(self, action_spec, num_envs: int, seed: int):
-        self._minimum, self._maximum = int(action_spec.minimum), int(action_spec.maximum)
+        self._minimum = int(action_spec.minimum)
+        self._num_actions = int(action_spec.maximum) - self._minimum + 1
         self._num_envs = num_envs
         self._rng = np.random.default_rng(seed)
 
     def actions(self, time_step: ts.TimeStep) -> tuple[np.ndarray, None]:
         """One uniform action per env; no Q-values."""
-        return self._rng.integers(self._minimum, self._maximum + 1, size=self._num_envs, dtype=np.int64), None
+        return random_actions(self._rng, self._num_envs, self._num_actions, minimum=self._minimum), None
 
     def set_weights(self, variables: list[np.ndarray]) -> None:
         """No weights."""

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from dqn.model.actions import random_actions
+
 #: Longest hold; it only caps the zeta tail (the paper's 10,000).
 MAX_HOLD_STEPS = 10_000
 #: Weight of each finished hold in the running mean of hold lengths: about the last thousand holds count.
@@ -54,7 +56,7 @@ class HeldRandomActions:
     def __init__(self, num_envs: int, minimum: int, maximum: int, exponent: float, seed: int):
         if exponent <= 1:
             raise ValueError(f"hold exponent must be > 1, got {exponent}")
-        self._minimum, self._maximum, self._exponent = minimum, maximum, exponent
+        self._minimum, self._num_actions, self._exponent = minimum, maximum - minimum + 1, exponent
         # Until holds have finished, the uncut mean: an overestimate, so the random share starts at most epsilon.
         self.mean_hold = mean_hold_steps(exponent)
         self._rng = np.random.default_rng(seed)
@@ -66,7 +68,9 @@ class HeldRandomActions:
                 episode_starts: np.ndarray | None = None) -> np.ndarray:
         """The envs' actions this step: a held random action where one is running, else the greedy one.
 
-        `episode_starts` marks the envs whose current step begins an episode: their holds end there.
+        `episode_starts` marks the envs whose current step begins an episode: their holds end there. Held actions
+        are drawn by `dqn.model.actions`; with masks of valid actions, what a hold does when its action becomes
+        invalid is still to decide, so this takes no mask yet.
         """
         if episode_starts is not None:
             cut = episode_starts & (self._steps_left > 0)
@@ -75,7 +79,7 @@ class HeldRandomActions:
         starts = (self._steps_left <= 0) & (self._rng.random(len(self._steps_left)) < start_probability)
         count = int(starts.sum())
         if count:
-            self._held[starts] = self._rng.integers(self._minimum, self._maximum + 1, count)
+            self._held[starts] = random_actions(self._rng, count, self._num_actions, minimum=self._minimum)
             self._steps_left[starts] = np.minimum(self._rng.zipf(self._exponent, count), MAX_HOLD_STEPS)
             self._steps_taken[starts] = 0
         holding = self._steps_left > 0

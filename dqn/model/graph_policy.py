@@ -2,6 +2,10 @@
 
 Observations and actions cross the Python<->TF boundary through `graph_io` buffers, not as tensor arguments
 and results (see docs/design.md, "Python<->TF boundary and memory").
+
+The actions are TF-Agents' own choice (its QPolicy, GreedyPolicy and EpsilonGreedyPolicy), not `dqn.model.actions`'s:
+a mask of valid actions enters them through DqnAgent's `observation_and_action_constraint_splitter`.
+`GraphQNetwork` returns Q-values only; its callers choose through `dqn.model.actions`.
 """
 
 from __future__ import annotations

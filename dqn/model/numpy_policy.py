@@ -17,6 +17,8 @@ import numpy as np
 import tensorflow as tf
 from tf_agents.networks import encoding_network, q_network
 
+from dqn.model.actions import greedy_actions, random_actions
+
 #: Activations the mirror knows (True: relu); a Dense layer with any other keeps the graph policy.
 _RELU_OF = {tf.keras.activations.relu: True, tf.keras.activations.linear: False}
 #: Largest |Q| difference from the TF network accepted on the probe batch (float32 sums in another order).
@@ -117,25 +119,27 @@ class HostEpsilonGreedy:
     """Epsilon-greedy actions from a `HostQNetwork`, like TF-Agents' EpsilonGreedyPolicy over a QPolicy.
 
     With probability epsilon an env takes a uniformly random action (which may be the greedy one), otherwise
-    the first action of highest Q-value.
+    the first action of highest Q-value; both are chosen by `dqn.model.actions`, among the valid actions of `mask`.
     """
 
     def __init__(self, network: HostQNetwork, action_spec, seed: int):
         self.network = network
         self._minimum = int(action_spec.minimum)
-        self._maximum = int(action_spec.maximum)
+        self._num_actions = int(action_spec.maximum) - self._minimum + 1
         self._dtype = action_spec.dtype.as_numpy_dtype
         self._rng = np.random.default_rng(seed)
 
-    def actions_and_q_values(self, observation: np.ndarray, epsilon: float) -> tuple[np.ndarray, np.ndarray]:
-        """(actions [N], Q-values [N, actions]) for N observations."""
+    def actions_and_q_values(self, observation: np.ndarray, epsilon: float,
+                             mask: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(actions [N], Q-values [N, actions]) for N observations; `mask` [N, actions]: the valid ones (None: all)."""
         q_values = self.network.q_values(observation)
-        actions = (q_values.argmax(axis=1) + self._minimum).astype(self._dtype)
+        actions = (greedy_actions(q_values, mask) + self._minimum).astype(self._dtype)
         explore = self._rng.random(len(actions)) < epsilon
         if explore.any():
-            actions[explore] = self._rng.integers(self._minimum, self._maximum + 1, int(explore.sum()))
+            actions[explore] = random_actions(self._rng, int(explore.sum()), self._num_actions,
+                                              None if mask is None else mask[explore], minimum=self._minimum)
         return actions, q_values
 
-    def actions(self, observation: np.ndarray, epsilon: float) -> np.ndarray:
-        """Actions [N] for N observations."""
-        return self.actions_and_q_values(observation, epsilon)[0]
+    def actions(self, observation: np.ndarray, epsilon: float, mask: np.ndarray | None = None) -> np.ndarray:
+        """Actions [N] for N observations (`mask` as in `actions_and_q_values`)."""
+        return self.actions_and_q_values(observation, epsilon, mask)[0]
