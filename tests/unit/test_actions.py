@@ -7,12 +7,12 @@ from tf_agents.specs import tensor_spec
 from tf_agents.utils import common
 
 from actor.initial_priorities import InitialPriorities
-from dqn.builder import DqnBuilder
 from dqn.model import actions
 from dqn.model.collect_policy import RandomCollectPolicy
 from dqn.model.exploration import HeldRandomActions
 from dqn.model.numpy_policy import HostEpsilonGreedy
 from dqn.replay_layout.priority_scale import PriorityScale
+from dqn.resolve import resolved_builder
 from dqn.settings.config import LearnerConfig
 
 NUM_ACTIONS = 6
@@ -207,7 +207,7 @@ def test_initial_priorities_take_the_max_over_valid_actions():
 
 
 def test_advantage_learnings_gap_is_the_graph_it_was():
-    agent = DqnBuilder(LearnerConfig(env_id="CartPole-v1", action_gap_alpha=0.5, batch_size=8)).agent.agent
+    agent = resolved_builder(LearnerConfig(env_id="CartPole-v1", action_gap_alpha=0.5, batch_size=8)).agent.agent
     for variable in agent._target_q_network.variables:  # a target network unlike the online one
         variable.assign(variable + tf.random.stateless_normal(variable.shape, seed=(1, 2), stddev=0.3))
     time_steps = tensor_spec.sample_spec_nest(agent.time_step_spec, outer_dims=(8,), seed=3)
