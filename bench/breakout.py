@@ -149,15 +149,18 @@ def main() -> None:
     parser.add_argument("--items", type=int, default=20_000,
                         help="transitions measured for bytes/transition (and, up to 5,000, the learner's replay)")
     parser.add_argument("--num-envs", default="1,8", help="actor env counts to measure")
-    parser.add_argument("--part", choices=("all", *PARTS), default="all")
+    parser.add_argument("--part", default="all", help=f"all, or some of {','.join(PARTS)} (comma-separated)")
     parser.add_argument("--compute-dtypes", default="float32,bfloat16", help="learner part: compute dtypes to measure")
     parser.add_argument("--batch-sizes", default="32", help="learner part: batch sizes to measure")
     args = parser.parse_args()
-    if args.part != "all":
+    parts = list(PARTS) if args.part == "all" else args.part.split(",")
+    if unknown := set(parts) - set(PARTS):
+        parser.error(f"unknown --part {sorted(unknown)}: all, or some of {','.join(PARTS)}")
+    if args.part in PARTS:
         PARTS[args.part](args)
         return
     print(f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start", flush=True)
-    for part in PARTS:  # one process per part: each gets the TF threading of the role it stands for
+    for part in parts:  # one process per part: each gets the TF threading of the role it stands for
         command = [sys.executable, os.path.abspath(__file__), "--part", part, "--seconds", str(args.seconds),
                    "--items", str(args.items), "--num-envs", args.num_envs, "--compute-dtypes", args.compute_dtypes,
                    "--batch-sizes", args.batch_sizes]

@@ -82,10 +82,7 @@ def check_book_loop(out: str, _: Path) -> None:
 
 
 def check_breakout(out: str, _: Path) -> None:
-    # RSS growth over a few hundred transitions can be anything: only that they were measured is checked.
-    for kind in ("Breakout", "CartPole"):
-        assert re.search(rf"^replay bytes/transition, {kind} .*: +-?\d+ +\(RSS growth over [1-9]\d* transitions",
-                         out, re.MULTILINE), out
+    assert "replay bytes" not in out, out  # that part was left out (its servers cost most; replay_bytes measures so)
     for prefix in ("actor env steps/s, conv policy, 1 envs", "learner SGD steps/s, conv net, float32, batch 16, fixed",
                    "learner SGD steps/s, conv net, float32, batch 16, fed from replay"):
         lines = [line for line in out.splitlines() if line.startswith(prefix)]
@@ -125,8 +122,7 @@ def check_replay_bytes(out: str, _: Path) -> None:
 
 def check_scaling(out: str, _: Path) -> None:
     rows = rows_starting(out, r"1 +16 ")  # actors, num_envs, trans/s total, per actor, ...
-    assert len(rows) == 1 and numbers(rows[0])[2] > 0, out
-    assert re.search(r"replay server: -?[\d,]+ bytes per stored CartPole transition", out), out
+    assert len(rows) == 1 and numbers(rows[0])[2] > 0 and "bytes per stored" not in out, out
 
 
 def check_soak(out: str, _: Path) -> None:
@@ -166,8 +162,8 @@ SMOKES = {
     "actor_throughput": Smoke(("--seconds", "0.4", "--num-envs", "16", "--stock-seconds", "0.2", "--warmup-s", "0.5"),
                               check_actor_throughput),
     "book_loop": Smoke(("--budget-s", "200", "--max-train-steps", "30", "--eval-interval", "15"), check_book_loop),
-    "breakout": Smoke(("--seconds", "0.3", "--items", "300", "--num-envs", "1", "--compute-dtypes", "float32",
-                       "--batch-sizes", "16"), check_breakout),
+    "breakout": Smoke(("--part", "actor,learner", "--seconds", "0.3", "--items", "300", "--num-envs", "1",
+                       "--compute-dtypes", "float32", "--batch-sizes", "16"), check_breakout),
     "capacity": Smoke(("--loopback", "--clients", "1", "--seconds", "1", "--env", "cartpole", "--mode", "insert"),
                       check_capacity),
     "eval_protocol": Smoke(("--episodes", "1", "--max-episode-steps", "50"), check_eval_protocol),
@@ -177,9 +173,8 @@ SMOKES = {
     "learning_sim": Smoke(("--seeds", "1", "--steps", "200", "--reset-at", "100", "--", "--eval-interval", "100",
                            "--replay-min-size", "200", "--warmup-steps", "100"), check_learning_sim),
     "replay_bytes": Smoke(("--transitions", "256", "--warmup", "64", "--kinds", "bool"), check_replay_bytes),
-    "scaling": Smoke(("--actors", "1", "--seconds", "1", "--num-envs", "16", "--items", "256", "--warmup-items",
-                      "64"), check_scaling),
-    "soak": Smoke(("--minutes", "0.3", "--kill-every-s", "1000"), check_soak),
+    "scaling": Smoke(("--actors", "1", "--seconds", "1", "--num-envs", "16", "--items", "0"), check_scaling),
+    "soak": Smoke(("--minutes", "0.15", "--kill-every-s", "1000"), check_soak),
     # The service's side on CartPole (or the preset CI has), no PNGs (matplotlib is a bench extra), budgets so short
     # that the runs end during start-up: what is checked is their command lines and the parsing of their summaries.
     "learning_suite": Smoke(("--envs", "CartPole-v1", "--seeds", "1", "--budget-s", "5", "--json", "{tmp}/suite.json"),
