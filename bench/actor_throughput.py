@@ -101,13 +101,13 @@ def stock(env, policy, client, seconds: float) -> tuple[float, float]:
     return items / elapsed, steps / elapsed
 
 
-def make_actor(config, client):
+def make_actor(config, client, warmup_s: float):
     """Our Actor, warmed up: weights pulled, tf.function traced, warm-up steps done."""
     from actor.collect import Actor
     from dqn.remote.replay_client import ServerClients
 
     actor = Actor(config, ServerClients.at_one_address(client, config.replay_address), Deadline(0))
-    actor.stop = Deadline(3.0)
+    actor.stop = Deadline(warmup_s)
     actor.run()  # waits for the published weights, then collects: traces the policy call
     return actor
 
@@ -118,6 +118,7 @@ def main() -> None:
     parser.add_argument("--num-envs", default="16,32,64,128", help="comma-separated num_envs values, one row each")
     parser.add_argument("--envs-per-item", type=int, default=16, help="replay layout (1 = one env per item)")
     parser.add_argument("--stock-seconds", type=float, default=3.0, help="measuring time of the stock actor")
+    parser.add_argument("--warmup-s", type=float, default=3.0, help="each actor's run before it is measured")
     parser.add_argument("--td-error-priorities", action="store_true",
                         help="prioritized replay with the actor's own TD errors as initial priorities (the cost of "
                              "Ape-X's actor-side priorities)")
@@ -161,8 +162,9 @@ def main() -> None:
         print(header)
         for num_envs in counts:
             config = dataclasses.replace(base, num_envs=num_envs, actor_id=num_envs)
-            actor = make_actor(config, client)
-            graph_actor = make_actor(dataclasses.replace(config, inference="graph", actor_id=num_envs + 1), client)
+            actor = make_actor(config, client, args.warmup_s)
+            graph_actor = make_actor(dataclasses.replace(config, inference="graph", actor_id=num_envs + 1), client,
+                                     args.warmup_s)
             if actor.policy.runs_in != "numpy" or graph_actor.policy.runs_in != "graph":
                 raise SystemExit("expected numpy inference for 'ours' and a graph call for 'graph'")
             # Interleaved halves so a burst of load on the shared box hits every figure alike.

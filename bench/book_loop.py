@@ -24,8 +24,12 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
-def run_book_loop(seed: int, budget_s: float, eval_interval: int = 100, target: float = 475.0) -> dict:
-    """Trains until the greedy average reaches `target` or `budget_s` passes (start-up included)."""
+def run_book_loop(seed: int, budget_s: float, eval_interval: int = 100, target: float = 475.0,
+                  max_train_steps: int = 0) -> dict:
+    """Trains until the greedy average reaches `target` or `budget_s` passes (start-up included).
+
+    `max_train_steps` (if > 0) ends it after that many train steps as well.
+    """
     started = time.monotonic()
     import reverb
     from tf_agents.drivers import py_driver
@@ -67,7 +71,7 @@ def run_book_loop(seed: int, budget_s: float, eval_interval: int = 100, target: 
     policy_weights = FlatWeights(bundle.policy_variables)
     time_step = env.reset()
     best, step, solved_at, evals = float("-inf"), 0, None, []
-    while time.monotonic() - started < budget_s:
+    while time.monotonic() - started < budget_s and not 0 < max_train_steps <= step:
         time_step, _ = driver.run(time_step)
         experience, _ = next(iterator)
         train(experience)
@@ -97,8 +101,10 @@ def main() -> None:
     parser.add_argument("--eval-interval", type=int, default=100, help="train steps between greedy evaluations")
     parser.add_argument("--target", type=float, default=475.0,
                         help="greedy average that ends the run; above the env's best return to train on past a solve")
+    parser.add_argument("--max-train-steps", type=int, default=0, help="also stop after this many (0 = no limit)")
     args = parser.parse_args()
-    print(json.dumps(run_book_loop(args.seed, args.budget_s, args.eval_interval, args.target)), flush=True)
+    print(json.dumps(run_book_loop(args.seed, args.budget_s, args.eval_interval, args.target, args.max_train_steps)),
+          flush=True)
 
 
 if __name__ == "__main__":

@@ -29,11 +29,12 @@ BREAKOUT_SERVER = ("--preset", "breakout", "--replay-min-size", "100")
 
 
 def breakout_config(config_class, **overrides):
-    """The breakout preset for `config_class`, with overrides (field -> value)."""
+    """The breakout preset for `config_class`, with overrides (field -> value) and the auto settings decided."""
+    from dqn.resolve import resolve_settings
     from dqn.settings.loading import resolve
 
     flags = {"preset": "breakout", **{k: str(v) for k, v in overrides.items()}}
-    return resolve(config_class, environ={}, flags=flags)
+    return resolve_settings(resolve(config_class, environ={}, flags=flags))
 
 
 def replay_bytes(env_id: str, server_flags: tuple[str, ...], options, items: int) -> tuple[float, int]:
@@ -48,7 +49,7 @@ def replay_bytes(env_id: str, server_flags: tuple[str, ...], options, items: int
     from dqn.replay_layout.items import REPLAY_TABLE, ItemShape
     from dqn.settings.config import CommonConfig
 
-    warmup = max(1000, items // 5)
+    warmup = max(min(1000, items), items // 5)
     with replay_server(*server_flags, "--replay-max-size", str(2 * (warmup + items))) as (address, pid):
         server, client = psutil.Process(pid), reverb.Client(address)
 
@@ -92,13 +93,14 @@ def part_actor(args: argparse.Namespace) -> None:
     from dqn.resolve import resolved_builder
     from dqn.settings.config import ActorConfig
 
-    with replay_server(*BREAKOUT_SERVER, "--replay-max-size", "1000000") as (address, _):
+    # One env per item, so that any --num-envs fits the server's item signature.
+    with replay_server(*BREAKOUT_SERVER, "--replay-max-size", "1000000", "--envs-per-item", "1") as (address, _):
         client = reverb.Client(address)
-        bundle = resolved_builder(breakout_config(ActorConfig, replay_address=address)).agent
+        bundle = resolved_builder(breakout_config(ActorConfig, replay_address=address, envs_per_item=1)).agent
         publish_weights(client, [v.numpy() for v in bundle.policy_variables], 0)
         for num_envs in (int(n) for n in args.num_envs.split(",")):
-            config = breakout_config(ActorConfig, replay_address=address, num_envs=num_envs, warmup_steps=0,
-                                     max_env_steps=1, summary_interval_s=3600)
+            config = breakout_config(ActorConfig, replay_address=address, num_envs=num_envs, envs_per_item=1,
+                                     warmup_steps=0, max_env_steps=1, summary_interval_s=3600)
             actor = Actor(config, ServerClients.at_one_address(client, address), StopSignal())
             actor.run()  # the first step: waits for the weights, traces the policy function
             start, steps = time.perf_counter(), actor.env_steps
@@ -122,7 +124,7 @@ def part_learner(args: argparse.Namespace) -> None:
 
     with replay_server(*BREAKOUT_SERVER, "--replay-max-size", "100000") as (address, _):
         preset = breakout_config(LearnerConfig)
-        fill_replay(address, 5000, env_id=preset.env_id, options=EnvOptions.from_config(preset))
+        fill_replay(address, min(5000, args.items), env_id=preset.env_id, options=EnvOptions.from_config(preset))
         for batch_size in (int(size) for size in args.batch_sizes.split(",")):
             config = breakout_config(LearnerConfig, replay_address=address, batch_size=batch_size)
             iterator = iter(make_dataset(config))
@@ -145,17 +147,21 @@ PARTS = {"replay": part_replay, "actor": part_actor, "learner": part_learner}
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=20.0, help="measuring time per figure")
-    parser.add_argument("--items", type=int, default=20_000, help="transitions measured for bytes/transition")
+    parser.add_argument("--items", type=int, default=20_000,
+                        help="transitions measured for bytes/transition (and, up to 5,000, the learner's replay)")
     parser.add_argument("--num-envs", default="1,8", help="actor env counts to measure")
-    parser.add_argument("--part", choices=("all", *PARTS), default="all")
+    parser.add_argument("--part", default="all", help=f"all, or some of {','.join(PARTS)} (comma-separated)")
     parser.add_argument("--compute-dtypes", default="float32,bfloat16", help="learner part: compute dtypes to measure")
     parser.add_argument("--batch-sizes", default="32", help="learner part: batch sizes to measure")
     args = parser.parse_args()
-    if args.part != "all":
+    parts = list(PARTS) if args.part == "all" else args.part.split(",")
+    if unknown := set(parts) - set(PARTS):
+        parser.error(f"unknown --part {sorted(unknown)}: all, or some of {','.join(PARTS)}")
+    if args.part in PARTS:
         PARTS[args.part](args)
         return
     print(f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start", flush=True)
-    for part in PARTS:  # one process per part: each gets the TF threading of the role it stands for
+    for part in parts:  # one process per part: each gets the TF threading of the role it stands for
         command = [sys.executable, os.path.abspath(__file__), "--part", part, "--seconds", str(args.seconds),
                    "--items", str(args.items), "--num-envs", args.num_envs, "--compute-dtypes", args.compute_dtypes,
                    "--batch-sizes", args.batch_sizes]

@@ -237,7 +237,8 @@ def main() -> None:
     parser.add_argument("--preset", default="breakout-small", help="our preset")
     parser.add_argument("--peer-python", help="python of the bench-only virtualenv with SB3 (for --sides sb3)")
     parser.add_argument("--json", default=os.path.join(REPO, "docs", "atari-curves", "breakout_learning.json"))
-    parser.add_argument("--png-dir", default=os.path.join(REPO, "docs", "atari-curves"))
+    parser.add_argument("--png-dir", default=os.path.join(REPO, "docs", "atari-curves"),
+                        help="where the PNGs go; empty: none (no matplotlib needed)")
     parser.add_argument("--plot-only", action="store_true", help="no runs: the table and PNGs from --json")
     parser.add_argument("--variant", help="name of a row run with extra flags (kept beside the preset's own rows)")
     parser.add_argument("flags", nargs="*", help="extra dqn-service local flags for our side (after --)")
@@ -268,7 +269,7 @@ def main() -> None:
                 with open(args.json, "w", encoding="utf-8") as handle:  # after every run: a cut bench keeps rows
                     json.dump({"rows": rows}, handle, indent=1)
     print_table(rows)
-    for path in plot(rows, args.png_dir):
+    for path in plot(rows, args.png_dir) if args.png_dir else ():
         print("wrote", path, flush=True)
 
 

@@ -14,6 +14,7 @@ process) holds whatever the clients cost.
 
 Run (root, for the namespaces): python bench/capacity.py [--clients 1,2,4,8] [--seconds 10] [--client-hosts 4]
   [--env cartpole,breakout] [--mode insert,pull]
+Without root, `--loopback` runs the same server and clients on this machine's loopback (no network figures).
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ class Hosts:
 
     def __init__(self, count: int):
         self.names = [f"dqncap-{i}" for i in range(count)]
+        self.server_ports = (8000, 8001)  # replay and health: the server has its namespace to itself
 
     def address(self, i: int) -> str:
         """The address of host i."""
@@ -82,6 +84,32 @@ class Hosts:
         """A process in host i's network namespace."""
         return subprocess.Popen(["nsenter", f"--net=/run/netns/{self.names[i]}", *argv], cwd=REPO, stdout=log,
                                 stderr=subprocess.STDOUT)
+
+
+class Loopback:
+    """Hosts' stand-in without root: the server and every client on this machine's loopback, on free ports.
+
+    The clients share the server's network stack, so the figures are not a network's; the code paths are the same.
+    """
+
+    def __init__(self):
+        import portpicker
+
+        self.server_ports = (portpicker.pick_unused_port(), portpicker.pick_unused_port())
+
+    def address(self, i: int) -> str:
+        """Every host is this machine."""
+        return "127.0.0.1"
+
+    def create(self) -> None:
+        """Nothing to build."""
+
+    def close(self) -> None:
+        """Nothing to remove."""
+
+    def popen(self, i: int, argv: list[str], log) -> subprocess.Popen:
+        """A process on this machine."""
+        return subprocess.Popen(argv, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
 
 
 def client_config(env: str):
@@ -179,15 +207,16 @@ def measure(hosts: Hosts, mode: str, env: str, counts: list[int], seconds: float
     from dqn.resolve import resolved_builder
 
     root = tempfile.mkdtemp(prefix="bench-capacity-")
-    address = f"{hosts.address(0)}:8000"
+    port, health_port = hosts.server_ports
+    address = f"{hosts.address(0)}:{port}"
     server_log = open(os.path.join(root, "server.log"), "wb")  # noqa: SIM115
     server = hosts.popen(0, [sys.executable, "-m", "launcher", "replay-server", *ENVS[env], "--root-dir", root,
-                             "--port", "8000", "--health-port", "8001", "--checkpoint-interval-s", "0",
+                             "--port", str(port), "--health-port", str(health_port), "--checkpoint-interval-s", "0",
                              "--samples-per-insert", "0", "--replay-max-size", "20000"], server_log)
     rows = []
     try:
         deadline = time.monotonic() + 180
-        while check(f"{hosts.address(0)}:8001", 1.0) != "SERVING":
+        while check(f"{hosts.address(0)}:{health_port}", 1.0) != "SERVING":
             if server.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"replay server did not start; see {root}/server.log")
             time.sleep(0.5)
@@ -246,6 +275,9 @@ def main() -> None:
     parser.add_argument("--client-hosts", type=int, default=4, help="namespaces the clients are spread over")
     parser.add_argument("--env", default="cartpole,breakout", help="cartpole and/or breakout")
     parser.add_argument("--mode", default="insert,pull", help="insert and/or pull")
+    parser.add_argument("--loopback", action="store_true",
+                        help="no namespaces (no root needed): server and clients on loopback; checks the code paths, "
+                             "its figures are not a network's")
     parser.add_argument("--client", help=argparse.SUPPRESS)
     parser.add_argument("--address", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
@@ -253,10 +285,10 @@ def main() -> None:
     if args.client:
         run_client(args.client, args.env, args.address, args.seconds, args.out)
         return
-    if os.geteuid() != 0:
-        sys.exit("bench/capacity.py builds network namespaces: run it as root")
+    if os.geteuid() != 0 and not args.loopback:
+        sys.exit("bench/capacity.py builds network namespaces: run it as root (or with --loopback)")
     counts = [int(n) for n in args.clients.split(",")]
-    hosts = Hosts(1 + args.client_hosts)
+    hosts = Loopback() if args.loopback else Hosts(1 + args.client_hosts)
     rows = []
     # TensorFlow's and gRPC's handlers swallow SIGINT: make both signals end the run through the cleanup below.
     for number in (signal.SIGINT, signal.SIGTERM):
@@ -272,8 +304,9 @@ def main() -> None:
                 client.kill()
                 client.wait(30)
         hosts.close()
-    print(f"\n{os.cpu_count()} CPUs; one replay server in its own namespace; clients over {args.client_hosts} "
-          f"namespaces; {args.seconds:.0f} s per row")
+    where = ("server and clients on loopback" if args.loopback
+             else f"one replay server in its own namespace; clients over {args.client_hosts} namespaces")
+    print(f"\n{os.cpu_count()} CPUs; {where}; {args.seconds:.0f} s per row")
     print(f"{'env':>9} {'mode':>6} {'clients':>7} {'rate/s':>9} {'MB/s':>7} {'server cores':>12} "
           f"{'per server core':>15}  unit")
     for r in rows:

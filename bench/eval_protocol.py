@@ -51,9 +51,14 @@ def main() -> None:
     """Prints one JSON line per protocol."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--episodes", type=int, help="episodes per evaluation (default: the preset's)")
+    parser.add_argument("--max-episode-steps", type=int, help="a cap below both protocols' own (a short run)")
     args = parser.parse_args()
+    shared = {"eval_episodes": str(args.episodes)} if args.episodes else {}
     for overrides in ({"eval_epsilon": "0", "eval_max_episode_steps": "27000"}, {}):
-        print(json.dumps(time_evaluation(args.seed, **overrides)), flush=True)
+        if args.max_episode_steps:
+            overrides = {**overrides, "eval_max_episode_steps": str(args.max_episode_steps)}
+        print(json.dumps(time_evaluation(args.seed, **shared, **overrides)), flush=True)
 
 
 if __name__ == "__main__":

@@ -26,12 +26,12 @@ ENVS = ["CartPole-v1", "MountainCar-v0", "Acrobot-v1", "LunarLander-v3", "bench.
         "popgym:popgym-PositionOnlyCartPoleEasy-v0"]
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     """Prints one row per env and seed."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--envs", nargs="+", default=ENVS)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     options = EnvOptions()
     print(f"{'env':48} seed  unexplained without / with previous   drop   auto  probe s  transitions")
     for env_id in args.envs:

@@ -30,12 +30,12 @@ ENVS = ["CartPole-v1", "MountainCar-v0", "Acrobot-v1", "LunarLander-v3", "Frozen
         "bench.peer_envs:MiniGrid/Empty-Random-6x6-v0", "bench.peer_envs:MiniGrid/DoorKey-5x5-v0"]
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     """Prints one row per env and seed."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--envs", nargs="+", default=ENVS)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     print(f"{'env':48} seed  largest idle share  idle actions  auto alpha  probe s")
     for env_id in args.envs:
         for seed in args.seeds:

@@ -79,6 +79,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=6,
                         help="interleaved rounds of the headline ratio (0 = skip), each 2 x --round-seconds")
     parser.add_argument("--round-seconds", type=float, default=3.0)
+    parser.add_argument("--fill", type=int, default=20_000, help="random-play transitions in each server before")
     parser.add_argument("--steps-per-call", default="2,4",
                         help="also run the train step N SGD steps per call (--train-steps-per-call), fixed and fed "
                              "by the learner's default input, on the last layout")
@@ -121,7 +122,7 @@ def main() -> None:
     layouts = [int(n) for n in args.envs_per_item.split(",")]
     for envs in layouts:
         with replay_server("--replay-min-size", "100", "--envs-per-item", str(envs)) as (address, _):
-            fill_replay(address, 20_000, num_envs=max(16, envs), envs_per_item=envs)
+            fill_replay(address, args.fill, num_envs=max(16, envs), envs_per_item=envs)
             config = LearnerConfig(replay_address=address, batch_size=args.batch_size, fc_layer_params=layers,
                                    envs_per_item=envs)
             builder = resolved_builder(config)

@@ -195,7 +195,7 @@ def run_seed(seed: int, args: argparse.Namespace) -> dict:
         The replay refills to replay_min_size before the next SGD step, as the actors refill the table.
         """
         nonlocal exploration_start
-        reinitialize_q_networks(learner, config)
+        reinitialize_q_networks(learner)
         exploration_start = train_step
         ring.clear()
         while ring.filled_transitions() < config.replay_min_size:
@@ -220,7 +220,7 @@ def run_seed(seed: int, args: argparse.Namespace) -> dict:
             episodes.load(learner_weights.read())
             average_return = episodes.run(eval_seed)["average_return"]
             evals.append((train_step, round(average_return)))
-            if resets.observe(train_step, average_return):
+            if resets.observe(train_step, average_return) or train_step in args.reset_at:
                 reset_q_network(train_step)
                 reset_steps.append(train_step)
             if average_return >= args.solved_return and confirmation is not None:
@@ -239,7 +239,7 @@ def run_seed(seed: int, args: argparse.Namespace) -> dict:
             "resets_at": reset_steps}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     """Runs the seeds one after another and prints one JSON row each, then the solved count."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5, 6])
@@ -252,8 +252,10 @@ def main() -> None:
                         help="held random actions go on across episode ends (the paper's rule; the actors cut them)")
     parser.add_argument("--fresh-eval-seeds", action="store_true",
                         help="new start states per evaluation (the evaluator reuses one seed)")
+    parser.add_argument("--reset-at", type=int, nargs="+", default=[],
+                        help="train steps (at an evaluation) to reset at as well as the rule's: a reset's cost")
     parser.add_argument("extra", nargs="*", help="service flags after --, e.g. -- --batch-size 256")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if len(args.extra) % 2:
         parser.error("extra flags come as --name value pairs")
     pairs = zip(args.extra[::2], args.extra[1::2], strict=True)

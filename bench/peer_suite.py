@@ -162,7 +162,8 @@ def main() -> None:
     parser.add_argument("--peer-rows", help="sb3 left out: take its rows from this earlier run's JSON instead")
     parser.add_argument("ours_flags", nargs="*", help="after --: flags for the service's runs (default: none)")
     parser.add_argument("--json", default="runs/peer_suite.json")
-    parser.add_argument("--png-dir", default=os.path.join(REPO, "docs", "learning-curves"))
+    parser.add_argument("--png-dir", default=os.path.join(REPO, "docs", "learning-curves"),
+                        help="where the PNGs go; empty: none (no matplotlib needed)")
     args = parser.parse_args()
     if "sb3" in args.sides and not args.peer_python:
         parser.error("--peer-python is required to run the sb3 side")
@@ -187,7 +188,8 @@ def main() -> None:
             os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
             with open(args.json, "w", encoding="utf-8") as handle:  # after every pair: a cut run keeps its rows
                 json.dump({"budget_s": args.budget_s, "rows": rows}, handle, indent=1)
-        print("wrote", plot(rows, env_id, args.budget_s, args.png_dir, args.ours_flags), flush=True)
+        if args.png_dir:
+            print("wrote", plot(rows, env_id, args.budget_s, args.png_dir, args.ours_flags), flush=True)
     print_table(rows, checkpoints)
     print(f"wrote {args.json}", flush=True)
 

@@ -144,7 +144,8 @@ def main() -> None:
     parser.add_argument("--actors", default="1,2,4", help="comma-separated actor counts, one row each")
     parser.add_argument("--seconds", type=float, default=15.0, help="measuring window per row")
     parser.add_argument("--num-envs", type=int, default=0, help="envs per actor; 0 = the config default")
-    parser.add_argument("--items", type=int, default=200_000, help="transitions for the bytes-per-item figure")
+    parser.add_argument("--items", type=int, default=200_000,
+                        help="transitions for the bytes-per-item figure (0: none)")
     parser.add_argument("--warmup-items", type=int, default=20_000)
     args = parser.parse_args()
 
@@ -159,6 +160,8 @@ def main() -> None:
         single = single or rate
         print(f"{count:>6} {num_envs:>8} {rate:>13,.0f} {rate / count:>17,.0f} {rate / single:>9.2f}x "
               f"{peak['replay server'] / mib:>11,.0f} MiB {peak['actor (max)'] / mib:>10,.0f} MiB", flush=True)
+    if not args.items:
+        return
     per_item, base, after = bytes_per_transition(args.items, args.warmup_items)
     print(f"replay server: {per_item:,.0f} bytes per stored CartPole transition (RSS {base / mib:,.0f} MiB after "
           f"{args.warmup_items:,} transitions -> {after / mib:,.0f} MiB after {args.items:,} more, actor writer)")

@@ -23,7 +23,7 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SUMMARY = re.compile(r"summary: solved=(\w+) wall_time=([\d.]+)s env_steps=(\d+) train_steps=(\d+) "
-                     r"best_eval_return=([-\d.]+|n/a|None)")
+                     r"best_eval_return=([-\d.]+|nan|n/a|None)")
 
 
 def run_service(seed: int, budget_s: float, extra: list[str]) -> dict:

@@ -8,7 +8,7 @@ of their own per step. An episode that an env fault cut short (dqn/envs/faults.p
 recreated) is left out of every metric, and `cut_short` says how many were.
 
 Why no tensor per step: a policy call per env step that handed tensors to Python would keep their memory for good
-(see docs/design.md, "Python<->TF boundary and memory"). Two loops avoid it:
+(dqn/model/graph_io.py), growing the evaluator with every episode. Two loops avoid it:
 - `PythonLoopEpisodes` (feed-forward Q-networks): the envs are stepped from Python on the main thread, so every
   env call has its deadline (dqn/envs/call_timer.py). A plain MLP runs in numpy (dqn/model/numpy_policy.py, the
   actors' mirror), with no tensor at all and less CPU per step than a graph call; other networks run one graph call

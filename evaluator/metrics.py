@@ -13,7 +13,7 @@ There are two hooks:
   computes its value from the whole episodes.
 - `on_step(rewards, step_types, counted)`: called at every env step with batched arrays. Only the numpy loop
   calls it. The graph loop keeps its env steps inside TF, and feeding Python at every step would cross the
-  Python<->TF boundary at every step (docs/design.md, "Python<->TF boundary and memory"). So that loop refuses
+  Python<->TF boundary at every step, where tensors keep their memory for good. So that loop refuses
   a metric that overrides `on_step`.
 
 An episode that an env fault cut short says nothing about the policy, so every metric leaves it out

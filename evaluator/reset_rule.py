@@ -2,8 +2,8 @@
 
 DQN's greedy policy often rises, falls back and then stays on a plateau far below the target for a long time;
 the same network, trained on, rarely leaves that plateau soon, while a fresh Q-network with a restarted epsilon
-schedule, trained on the replay the run already holds, usually solves about as fast as a fresh run does
-(docs/performance.md, "Learning model", has the measurements). The rule is written in evaluation terms only, so
+schedule usually solves about as fast as a fresh run does: the stuck network's values fit the one habit its
+replay holds, and a fresh one explores again. The rule is written in evaluation terms only, so
 it holds for any env with a target return. A run is stuck when, for `patience` train steps and at least
 `MIN_EVALUATIONS` evaluations in a row, every greedy average stayed in the band
 

@@ -1,7 +1,7 @@
 """Role processes for `dqn-service local`, forked from one process that has already imported the ML stack.
 
 Each role is a separate OS process with its own log, session and exit code; what forking changes is how it starts.
-Importing TensorFlow, TF-Agents and Reverb costs seconds of CPU per process (docs/performance.md, "Start-up"), and
+Importing TensorFlow, TF-Agents and Reverb costs seconds of CPU per process, and
 `local` starts five roles on a small machine, so five identical imports would delay training by several seconds in
 every run. multiprocessing's forkserver imports them once (`preload_modules()` of launcher/roles.py) and forks each
 role from there.

@@ -5,9 +5,9 @@ between bytecodes; iterating on a daemon thread keeps the main loop responsive t
 to report "no new data" while it waits.
 
 Why variables and not a queue of tensors: every tensor handed to Python keeps memory for good
-(see docs/design.md, "Python<->TF boundary and memory"). Here the thread copies each batch into one of two
-slots of variables inside a `tf.function`, and the train step reads the slot in-graph: no tensor crosses into
-Python per batch.
+(dqn/model/graph_io.py), and a tensor per batch would grow the learner for the whole run. Here the thread copies
+each batch into one of two slots of variables inside a `tf.function`, and the train step reads the slot in-graph:
+no tensor crosses into Python per batch.
 """
 
 from __future__ import annotations

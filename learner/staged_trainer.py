@@ -1,7 +1,7 @@
 """Graph calls on the learner's staged batches (learner/staged_batches.py): the train step, the batch's summaries.
 
 Each reads a slot's variables in-graph and returns nothing to Python, so no tensor crosses per SGD step or per
-summary (see docs/design.md, "Python<->TF boundary and memory").
+summary: such a tensor would keep its memory for good (dqn/model/graph_io.py).
 """
 
 from __future__ import annotations

@@ -187,10 +187,9 @@ class Learner:
     def empty_replay(self) -> bool:
         """Removes every item of the replay table (under a deadline); False, logged, where that failed.
 
-        Why empty it: the stuck attempt's data are long episodes of one habit (CartPole-v1's cart drifting off
-        the track), with few of the early failures a fresh network learns its first values from, so on them a
-        fresh network stays at random play longer than a new run; the actors refill the table quickly
-        (docs/performance.md, "Learning model").
+        Why empty it: the stuck attempt's data are long episodes of one habit, with few of the early failures a
+        fresh network learns its first values from; emptied, the table refills with the fresh network's own
+        exploration, which the actors write quickly.
         """
         if self.replay is None:
             return False

@@ -4,7 +4,7 @@ The parts travel and sit in replay in their own compact dtype (dqn/envs/spaces.p
 every role agrees on the conversion because it follows from the spec alone. A Dict/Tuple observation gets one
 encoder per part and TF-Agents' `preprocessing_combiner` concatenates them before the dense layers.
 
-The rules (docs/learning.md, "Observations"):
+The rules:
 - rank 2-3 parts are images: (height, width[, channels]), channels last; a part shaped (C, H, W) with C <= 4 < W is
   read channels first and moved last. A conv stack is chosen from the smaller spatial side S unless
   `--conv-layer-params` says otherwise: S >= 36 the Nature DQN stack (8x8/4, 4x4/2, 3x3/1), 16 <= S < 36 a 4x4/2,

@@ -14,7 +14,7 @@ class FlatWeights:
     """Reads or assigns a list of same-dtype variables as one flat vector, in one graph call.
 
     Why: weights are read or assigned several times a second for the whole run, and tensors passed between Python
-    and TF keep memory for good (see docs/design.md, "Python<->TF boundary and memory"); the flat vector moves
+    and TF keep memory for good (dqn/model/graph_io.py); the flat vector moves
     through `dqn.model.graph_io` buffers.
     Calls are serialized by a lock (the buffers are shared).
     """

@@ -1,7 +1,7 @@
 """Moving numpy values in and out of graph functions without creating EagerTensors.
 
-Tensors passed between Python and TF keep memory for good on Python 3.11 + TF 2.15
-(see docs/design.md, "Python<->TF boundary and memory"). Inside a graph, `tf.numpy_function` hands plain
+Tensors passed between Python and TF keep memory for good on Python 3.11 + TF 2.15, so a call per env step or
+per batch that passes them grows the process for as long as it runs. Inside a graph, `tf.numpy_function` hands plain
 numpy arrays to Python and back, so a graph function that takes no arguments and returns nothing, pulling its
 inputs from a `HostInput` and pushing its results to a `HostOutput`, creates no such tensor.
 

@@ -1,7 +1,7 @@
 """The collect and greedy policies as one graph call per batch of envs (networks the numpy mirror cannot copy).
 
 Observations and actions cross the Python<->TF boundary through `graph_io` buffers, not as tensor arguments
-and results (see docs/design.md, "Python<->TF boundary and memory").
+and results: tensors handed between Python and TF keep their memory for good (dqn/model/graph_io.py).
 
 The actions are TF-Agents' own choice (its QPolicy, GreedyPolicy and EpsilonGreedyPolicy), not `dqn.model.actions`'s:
 a mask of valid actions enters them through DqnAgent's `observation_and_action_constraint_splitter`.
@@ -79,7 +79,7 @@ def _feed_forward_actions(policy, batch: int) -> Callable[[object], np.ndarray]:
 
     Only the observation goes in: a feed-forward Q-network reads nothing else of the TimeStep, and converting
     the three other arguments cost CPU on every call. Observations and actions move through `dqn.model.graph_io`
-    buffers, not as tensor arguments and results (see docs/design.md, "Python<->TF boundary and memory").
+    buffers, not as tensor arguments and results, which would keep their memory for good.
     """
     inputs = _ObservationInputs(policy.time_step_spec.observation, batch)
     actions = HostOutput((batch, *policy.action_spec.shape), policy.action_spec.dtype)

@@ -1,8 +1,8 @@
 """The collect policy of an MLP Q-network, run in numpy on the caller's thread (the actor's "host" inference).
 
 Why: every `tf.function` call pays a fixed hand-off to TF's executor threads and back before its first op runs,
-which dominates a small MLP's forward pass; the same pass in numpy is several times cheaper on a small CPU
-(bench/actor_throughput.py compares both; figures in docs/performance.md). The layers, their
+which dominates a small MLP's forward pass; the same pass in numpy pays no hand-off, only the matmuls. The
+layers, their
 order and their activations are read from the TF-Agents `QNetwork` itself (with the observation-scaling
 `Rescaling` layer, dqn/model/agent.py), and `HostQNetwork.mirror` checks its Q-values against the network's on a probe
 batch; any network it cannot mirror exactly (conv, RNN, other preprocessing layers, other activations) keeps the

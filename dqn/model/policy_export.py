@@ -20,8 +20,7 @@ def export_policy(saver: policy_saver.PolicySaver, directory: str, step: int) ->
     """Saves the greedy policy as a SavedModel, replacing the previous export atomically.
 
     Pass the same `saver` every time: each new PolicySaver traces fresh functions that TF keeps for the life of
-    the process, so a new saver per export grows the learner's memory several times faster than a reused one
-    (docs/performance.md, "Memory over long runs").
+    the process, so a new saver per export would grow the learner's memory with every export.
     """
     tmp = f"{directory}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)

@@ -26,7 +26,7 @@ def use_one_core() -> None:
     """One TensorFlow thread and one BLAS thread: actors and the evaluator share few cores with the learner.
 
     numpy's matmuls (the numpy policies) too: a second BLAS thread spins waiting for a core the others keep busy,
-    which made short evaluations many times slower (docs/performance.md, "Learning suite").
+    and every small matmul then waits for it, far longer than the matmul itself takes.
     """
     import tensorflow as tf  # here, not at the top: quiet_tensorflow() must run before TF is imported
     from threadpoolctl import threadpool_limits

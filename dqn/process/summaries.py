@@ -11,7 +11,7 @@ from dqn.model.graph_io import HostInput
 class GraphScalars:
     """Writes a dict of scalars to a summary writer in one graph call.
 
-    Eager `tf.summary.scalar` calls keep memory for good (see docs/design.md, "Python<->TF boundary and memory").
+    Eager `tf.summary.scalar` calls pass tensors between Python and TF, which keep memory for good.
     One traced function per set of names reads the step and all values from a `HostInput`, so no tensor crosses
     between Python and TF at all.
     """

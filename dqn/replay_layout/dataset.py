@@ -2,8 +2,9 @@
 
 The book's input is `ReverbReplayBuffer(...).as_dataset(sample_batch_size=64, num_steps=2, num_parallel_calls=3)
 .prefetch(3)`; it stays selectable (`--replay-dataset as_dataset`). The default reads Reverb streams that batch in
-C++, with less learner CPU per item (docs/performance.md). Either way a dataset element is (experience, info) of
-whole items as Reverb returns them; the replay layout's `finish_batch` turns one into the rows `agent.train` takes.
+C++, with less learner CPU per item (no tf.data map or interleave step per item). Either way a dataset element is
+(experience, info) of whole items as Reverb returns them; the replay layout's `finish_batch` turns one into the rows
+`agent.train` takes.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ def sample_dataset(config: LearnerSettings, layout: ReplayLayout, item_step_spec
     """The sampled items as Reverb returns them, prefetched; the iterator ends after no_data_timeout_s without one.
 
     The learner's feed applies the layout's `finish_batch` inside its staging call rather than as a tf.data map:
-    a map step costs learner CPU per batch on top of the same ops (bench/learner_throughput.py).
+    a map step costs learner CPU per batch on top of the same ops.
     """
     if config.replay_dataset == "as_dataset":
         dataset = _book_dataset(config, layout, item_step_spec)
@@ -50,7 +51,7 @@ def _book_dataset(config: LearnerSettings, layout: ReplayLayout, item_step_spec)
 def _reverb_streams(config: LearnerSettings, layout: ReplayLayout, item_step_spec) -> tf.data.Dataset:
     """`parallel_calls()` Reverb TrajectoryDatasets, each batching its share of the batch in C++.
 
-    Per item this costs no tf.data map or interleave step, unlike `as_dataset` (bench/learner_throughput.py).
+    Per item this costs no tf.data map or interleave step, unlike `as_dataset`.
     """
     length = layout.sequence_length
     spec = item_step_spec

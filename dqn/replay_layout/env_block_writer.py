@@ -1,8 +1,9 @@
 """The env-block writer (the default): the same n + 1 steps of a block of E envs in one [n + 1, E, ...] item.
 
-Reverb's cost is per item: a learner sampling 2-step items of one env each spends more CPU per transition inside
-`TrajectoryDataset` than on its whole SGD step (docs/performance.md, "Learner throughput"). A block of E envs'
-transitions at the same time steps costs about the same per item, so blocks divide the learner's input cost by
+Reverb's cost is per item: a 2-step item of one env holds one transition, so a learner sampling such items pays
+`TrajectoryDataset`'s per-item work (sampling, decoding, batching) for every transition, which for a small
+network outweighs the SGD step itself. A block of E envs' transitions at the same time steps costs about the same
+per item, so blocks divide the learner's input cost by
 about E, and the actor's writes (one append per step for all envs) with it.
 
 What changes against per-env streams (env_stream_writer.py): every window of n + 1 steps becomes an item, also

@@ -5,8 +5,8 @@ Block items [k, L, E, ...] become k * E rows (`unblock`); one TD error per item 
 
 Why n-step windows run past episode ends: TF-Agents' observer makes an item only from n + 1 steps of one
 episode, so the last n - 1 states of every episode never start an item, yet earlier items bootstrap from them:
-their Q-values are never trained and, in CartPole, grew without bound (bench/learning_sim.py with
---observer-windows and n = 3).
+their Q-values are never trained, nothing pulls them back towards a target, and the values bootstrapped from
+them can grow without bound.
 Our actors therefore write every window of n + 1 steps that *starts* inside an episode (never on its
 boundary step LAST -> FIRST), and may run into the next episode. Before training, `close_episode_ends`
 rewrites each window from its first boundary step on, so the n-step target stops exactly at the episode end.

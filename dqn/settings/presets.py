@@ -63,14 +63,14 @@ BREAKOUT_SMALL = {
     "atari_clip_rewards": True,
     "epsilon_decay_steps": 25_000,          # CleanRL dqn_atari: epsilon over 10% of 1M agent steps = 25,000 SGD steps
     "target_update_period": 1_000,          # CleanRL dqn_atari: target network copied every 1,000 SGD steps
-    # The book's 625,000 (inherited): CleanRL reports its scores at 1M agent steps (250,000 SGD steps), which 2 cores
-    # reach before 80 minutes; a run bounded by --max-wall-time-s keeps training on what remains of it.
-    # On 2 cores the evaluator took a fifth of a core at 2,500 (docs/performance.md "Breakout (Atari)"); every
-    # 10,000 SGD steps (about 5 minutes there) gives that CPU to the learner and still draws a curve.
+    # The book's 625,000 (inherited), above CleanRL's 250,000 SGD steps (1M agent steps, where it reports its
+    # scores): a run bounded by --max-wall-time-s trains on past that point for as long as its budget lasts.
+    # Every evaluation plays whole games on a core the learner could use: a quarter of the book's cadence (2,500)
+    # still draws a curve over a run and leaves the rest of that CPU to training.
     "eval_interval": 10_000,
-    # bfloat16 where the machine computes it natively (AMX or AVX512-BF16 CPUs, GPUs), float32 elsewhere: on a
-    # 2-core AMX CPU it trained 1.2x the SGD steps/s and learned Breakout at least as well over a whole run
-    # (docs/performance.md "Breakout (Atari)").
+    # bfloat16 where the machine computes it natively (AMX or AVX512-BF16 CPUs, GPUs), float32 elsewhere: the conv
+    # layers' matmuls are most of an SGD step, and native bfloat16 runs them faster while the weights and the loss
+    # stay float32; emulated bfloat16 would be slower than float32.
     "compute_dtype": "auto",
 }
 

@@ -83,12 +83,3 @@ def test_local_defaults_solve_cartpole(tmp_path):
     reported = json.loads(check.stdout.strip().splitlines()[-1])
     assert reported["episodes"] == 10 and reported["min_return"] == replayed.min(), check.stdout + check.stderr
     assert reported["mean_return"] == pytest.approx(replayed.mean(), abs=0.05)
-
-
-def test_book_loop_baseline_runs_and_evaluates():
-    """bench/time_to_solve.py's baseline: the book's single-process loop must train and evaluate, not error out."""
-    result = subprocess.run([sys.executable, str(REPO / "bench" / "book_loop.py"), "--seed", "1", "--budget-s", "30"],
-                            capture_output=True, text=True, cwd=REPO, timeout=240)
-    assert result.returncode == 0, result.stderr[-3000:]
-    run = json.loads(result.stdout.strip().splitlines()[-1])
-    assert run["train_steps"] >= 100 and run["best_eval_return"] > 0, run
