@@ -150,7 +150,8 @@ def main() -> None:
                            replay_min_size=args.envs_per_item,
                            initial_priority="td_error" if args.td_error_priorities else "max",
                            observation_history=args.observation_history)
-        bundle = resolved_builder(base).agent
+        builder = resolved_builder(base)
+        base, bundle = builder.config, builder.agent  # auto settings decided once, as a run decides them
         publish_weights(client, [v.numpy() for v in bundle.policy_variables], train_step=0)
         stock_env = GymnasiumEnvironment(base.env_id, seed=0)
         stock_policy = py_tf_eager_policy.PyTFEagerPolicy(bundle.agent.collect_policy, use_tf_function=True)

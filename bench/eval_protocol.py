@@ -34,6 +34,7 @@ def time_evaluation(seed: int, **overrides) -> dict:
     use_one_core()  # as the evaluator role
     config = resolve(EvaluatorConfig, environ={}, flags={"preset": "breakout", **overrides})
     builder = resolved_builder(config)
+    config = builder.config  # auto settings decided, as a run decides them
     bundle = builder.agent
     weights = [np.zeros(v.shape, np.float32) for v in bundle.policy_variables]
     weights[-1] = np.array([1.0, 0.0, 0.0, 0.0], np.float32)  # Q = output bias: NOOP always looks best
