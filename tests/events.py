@@ -13,3 +13,8 @@ def read_scalars(directory):
             for value in event.summary.value:
                 scalars.setdefault(value.tag, []).append((event.step, float(tf.make_ndarray(value.tensor))))
     return scalars
+
+
+def latest_scalars(directory) -> dict[str, float]:
+    """{tag: the last value written} from the TensorBoard event files in `directory`."""
+    return {tag: values[-1][1] for tag, values in read_scalars(directory).items()}

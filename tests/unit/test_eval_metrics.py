@@ -16,6 +16,7 @@ from evaluator.best import BestPolicy
 from evaluator.episodes import InGraphLoopEpisodes, PythonLoopEpisodes
 from evaluator.evaluate import Evaluator, make_episodes, metric_context
 from evaluator.metrics import EpisodeMetric
+from tests.events import latest_scalars
 
 SUCCEEDS = "tests.user_envs:SometimesSucceeds-v0"  # episodes of a seed divisible by 4 succeed, and earn 1
 
@@ -38,15 +39,6 @@ def loaded_episodes(config: EvaluatorConfig, loop: str):
     return builder, episodes, weights
 
 
-def tensorboard_scalars(directory) -> dict[str, float]:
-    scalars = {}
-    for path in directory.glob("events.out.tfevents.*"):
-        for event in tf.compat.v1.train.summary_iterator(str(path)):
-            for value in event.summary.value:
-                scalars[value.tag] = float(tf.make_ndarray(value.tensor))
-    return scalars
-
-
 @pytest.mark.parametrize("loop", ["numpy", "graph"])
 def test_the_success_rate_of_final_infos_is_recorded(loop, tmp_path, capsys):
     config = succeeds_config(loop)
@@ -63,7 +55,7 @@ def test_the_success_rate_of_final_infos_is_recorded(loop, tmp_path, capsys):
     assert record["metrics"]["average_episode_length"] == pytest.approx(np.mean([3 + s % 3 for s in
                                                                                  range(config.seed + 99_991,
                                                                                        config.seed + 99_999)]))
-    assert tensorboard_scalars(tmp_path)["eval/success_rate"] == 0.25
+    assert latest_scalars(tmp_path)["eval/success_rate"] == 0.25
     assert "success_rate=0.2" in capsys.readouterr().out
 
 

@@ -19,6 +19,7 @@ from evaluator.best import BestPolicy
 from evaluator.episodes import InGraphLoopEpisodes, PythonLoopEpisodes, make_episode_runner
 from evaluator.evaluate import Evaluator, confirmation_seed
 from evaluator.metrics import EpisodeMetric, EpisodeTotals, EvalMetric, MetricContext, make_metrics
+from tests.events import latest_scalars
 
 
 def python_loop(policy, num_envs: int, seed: int, max_episode_steps: int) -> tuple[np.ndarray, np.ndarray]:
@@ -248,15 +249,6 @@ def evaluator_of(tmp_path, bundle, episodes, config):
                      summary_dir=str(tmp_path), stop_requested=lambda: False)
 
 
-def tensorboard_scalars(directory) -> dict[str, float]:
-    scalars = {}
-    for path in directory.glob("events.out.tfevents.*"):
-        for event in tf.compat.v1.train.summary_iterator(str(path)):
-            for value in event.summary.value:
-                scalars[value.tag] = float(tf.make_ndarray(value.tensor))
-    return scalars
-
-
 @pytest.mark.parametrize("loop", ["graph", "numpy"])
 def test_a_registered_metric_is_fed_and_recorded_without_cut_short_episodes(bundle, loop, tmp_path, monkeypatch,
                                                                            capsys):
@@ -275,7 +267,7 @@ def test_a_registered_metric_is_fed_and_recorded_without_cut_short_episodes(bund
     assert record["metrics"]["max_return"] == pytest.approx(returns[whole].max())  # cut-short episodes left out
     assert record["average_return"] == pytest.approx(returns[whole].mean())
     assert (record["episodes"], record["cut_short_episodes"]) == (whole.sum(), (~whole).sum())
-    scalars = tensorboard_scalars(tmp_path)
+    scalars = latest_scalars(tmp_path)
     assert scalars["eval/max_return"] == pytest.approx(returns[whole].max())
     assert set(scalars) == {"eval/average_return", "eval/average_episode_length", "eval/max_return"}
     assert f"max_return={returns[whole].max():.1f}" in capsys.readouterr().out
@@ -338,7 +330,7 @@ def test_a_candidate_is_rechecked_on_fresh_episodes_then_kept_and_recorded(bundl
     assert record["metrics"] == {"average_episode_length": pytest.approx(lengths.mean())}
     assert record["confirm_episodes"] == 4 and record["confirmed_return"] == pytest.approx(fresh.mean())
     assert (best.train_step, best.confirmed_return) == (100, record["confirmed_return"])
-    assert tensorboard_scalars(tmp_path)["eval/confirmed_return"] == pytest.approx(fresh.mean())
+    assert latest_scalars(tmp_path)["eval/confirmed_return"] == pytest.approx(fresh.mean())
     assert capsys.readouterr().out == (f"eval train_step=100 average_return={returns.mean():.1f} "
                                        f"average_episode_length={lengths.mean():.1f} "
                                        f"confirmed_return={fresh.mean():.1f}\n")
