@@ -91,8 +91,8 @@ def test_F5_kill_replay_server_and_restart_with_its_checkpoint(system_factory):
     actor = system.start_actor(0)
     system.wait_training(50)
     checkpoint = reverb.Client(system.server.address).checkpoint()
-    # Items of both tables are records in items.tfrecord; the variables table holds exactly one.
-    checkpointed_replay_items = sum(1 for _ in tf.data.TFRecordDataset(f"{checkpoint}/items.tfrecord", "ZLIB")) - 1
+    # Items of every table are records in items.tfrecord; the variables and run_settings tables hold one each.
+    checkpointed_replay_items = sum(1 for _ in tf.data.TFRecordDataset(f"{checkpoint}/items.tfrecord", "ZLIB")) - 2
     system.server.process.kill()
     time.sleep(5)
     server = system.restart_server()
