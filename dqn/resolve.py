@@ -170,7 +170,8 @@ def adopt_from_server(config):
     """
     env_specs(config.env_id, EnvOptions.from_config(config, observation_history=1))
     address = config.control_address_resolved()
-    published = wait_for_run_settings(address, config.connect_timeout_s, config.rpc_timeout_s)
+    published = wait_for_run_settings(address, config.connect_timeout_s, config.rpc_timeout_s,
+                                      replay_too=address == config.replay_address)
     config = adopt_run_settings(config, published, f"the replay server at {address}")
     check_network_input(config, run_env_specs(config).observation)
     return config

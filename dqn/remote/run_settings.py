@@ -15,7 +15,7 @@ import numpy as np
 import reverb
 
 from dqn.remote.deadline import DeadlineCaller
-from dqn.remote.replay_client import CONTROL_TABLES, ReplayUnreachable, server_info, wait_for_server
+from dqn.remote.replay_client import CONTROL_TABLES, DATA_TABLES, ReplayUnreachable, server_info, wait_for_server
 from dqn.replay_layout.items import RUN_SETTINGS_KEY, RUN_SETTINGS_TABLE
 
 
@@ -37,10 +37,14 @@ def fetch_run_settings(client: reverb.Client, timeout_s: float) -> dict[str, Any
     return json.loads(text.decode() if isinstance(text, bytes) else str(text))
 
 
-def wait_for_run_settings(address: str, wait_s: float, timeout_s: float) -> dict[str, Any]:
-    """The run's settings from the server at `address`, waiting up to `wait_s` for the server and for them."""
+def wait_for_run_settings(address: str, wait_s: float, timeout_s: float, replay_too: bool) -> dict[str, Any]:
+    """The run's settings from the server at `address`, waiting up to `wait_s` for the server and for them.
+
+    `replay_too`: the server also holds the replay data (the replay server, as by default), so it is named so.
+    """
     deadline = time.monotonic() + wait_s
-    client = wait_for_server(address, wait_s=wait_s, call_timeout_s=timeout_s, expected=CONTROL_TABLES)
+    client = wait_for_server(address, wait_s=wait_s, call_timeout_s=timeout_s,
+                             expected=DATA_TABLES + CONTROL_TABLES if replay_too else CONTROL_TABLES)
     while (settings := fetch_run_settings(client, timeout_s)) is None:
         if time.monotonic() > deadline:
             raise ReplayUnreachable(f"the replay server at {address} has not published the run's settings after "
