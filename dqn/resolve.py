@@ -26,7 +26,7 @@ from dqn.model.networks import check_network_input
 from dqn.remote.run_settings import wait_for_run_settings
 from dqn.replay_layout.items import ItemShape
 from dqn.replay_layout.tables import SLOW_STEP_SECONDS, auto_samples_per_insert
-from dqn.settings.common import AUTO_BATCH_TRANSITIONS, AUTO_FROM_ENV
+from dqn.settings.common import AUTO_FROM_ENV
 from dqn.settings.loading import ConfigError, read_config_file, write_config
 
 log = logging.getLogger(__name__)
@@ -67,22 +67,19 @@ def resolve_settings(config):
         return config
     options = EnvOptions.from_config(config, observation_history=1)  # what the env shows of itself, unstacked
     plain = env_specs(config.env_id, options)
-    watchers = _watchers(auto, plain)
-    played = watchers
+    played = _watchers(auto, plain)
     try:
-        if watchers:
-            probe_env(config.env_id, options, config.env_call_timeout_s, config.seed, watchers.values(),
+        if played:
+            probe_env(config.env_id, options, config.env_call_timeout_s, config.seed, played.values(),
                       budget_s=PROBE_BUDGET_S)
     except Exception as error:  # noqa: BLE001 - the user's env; the actors report its faults where they matter
         log.warning("auto settings: random play failed (%s: %s); each takes its safe choice", type(error).__name__,
                     error)
         played = {}
-    decided: dict[str, Any] = {}
     if "observation_history" in auto:
         history, why = observation_history_for(plain.observation, plain.action, played.get("transitions"))
-        decided["observation_history"] = history
+        config = dataclasses.replace(config, observation_history=history)
         _say("observation_history", history, why)
-    config = dataclasses.replace(config, **decided)
     specs = run_env_specs(config)
     if "image_encoding" in auto:
         encoding, why = image_encoding_for(specs.observation, played.get("images"))
@@ -130,8 +127,8 @@ def _replay_ratio(config, specs: EnvSpecs, steps: StepTimes | None) -> float:
     from dqn.model.train_speed import seconds_per_sample  # builds and traces an agent: only for slow envs
 
     shape = ItemShape.from_config(config)
-    batch = config.train_batch_size() if hasattr(config, "train_batch_size") else (
-        max(1, AUTO_BATCH_TRANSITIONS // config.train_sequence_length) if config.lstm_size else AUTO_BATCH_TRANSITIONS)
+    # A replay server's settings hold no batch size: it times the learner at the default one.
+    batch = config.train_batch_size() if hasattr(config, "train_batch_size") else config.auto_batch_size()
     learner_s = seconds_per_sample(config, specs.observation, specs.action, batch, shape.sequence_length)
     ratio = auto_samples_per_insert(step_s, learner_s)
     _say("samples_per_insert", ratio, f"an env step takes {step_s * 1e3:.3g} ms; the learner's SGD step takes "

@@ -163,6 +163,12 @@ class CommonConfig:
         """Where the control tables (weights, requests, run settings) are: control_address, else the replay server."""
         return self.control_address or self.replay_address
 
+    def auto_batch_size(self) -> int:
+        """The learner's batch when batch_size is auto: 256 transitions, or with an RNN as many steps in sequences."""
+        if self.lstm_size:
+            return max(1, AUTO_BATCH_TRANSITIONS // self.train_sequence_length)
+        return AUTO_BATCH_TRANSITIONS
+
     def unresolved(self) -> list[str]:
         """The settings still at auto that the resolve step decides from the env (AUTO_FROM_ENV)."""
         return [name for name, auto in AUTO_FROM_ENV.items() if getattr(self, name) == auto]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from dqn.settings.common import AUTO_BATCH_TRANSITIONS, CommonConfig
+from dqn.settings.common import CommonConfig
 from dqn.settings.loading import ConfigError, setting
 
 #: Each role's directory under root_dir (summaries, progress file, its resolved config.json).
@@ -112,11 +112,7 @@ class LearnerSettings(CommonConfig):
 
     def train_batch_size(self) -> int:
         """batch_size with auto (0) resolved: 256 transitions, or with an RNN as many steps in whole sequences."""
-        if self.batch_size:
-            return self.batch_size
-        if self.lstm_size:
-            return max(1, AUTO_BATCH_TRANSITIONS // self.train_sequence_length)
-        return AUTO_BATCH_TRANSITIONS
+        return self.batch_size or self.auto_batch_size()
 
     def parallel_calls(self) -> int:
         """num_parallel_calls with auto (0) resolved for the input pipeline and replay layout."""
