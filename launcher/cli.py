@@ -145,7 +145,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command not in RESOLVING_ROLES:
             from dqn.resolve import adopt_from_server
 
-            config = adopt_from_server(config)
+            config = adopt_from_server(config, times_learner=args.command == "learner")
             config_loading.write_config(config, config.path(*role_subdir(args.command, config), "config.json"))
         return int(load_entry(role.entry)(config) or 0)
     except ServiceError as error:

@@ -21,12 +21,13 @@ from dqn.process.health import start_health
 from dqn.process.progress import write_progress
 from dqn.process.runtime import StopSignal, ensure_port_free, exit_if_teardown_hangs, free_space, release_free_heap
 from dqn.process.summaries import GraphScalars
-from dqn.remote.replay_client import server_info
+from dqn.remote.replay_client import server_info, wait_for_server
 from dqn.remote.run_settings import publish_run_settings
 from dqn.replay_layout.items import REPLAY_TABLE, VARIABLES_TABLE
 from dqn.resolve import resolve_run, run_env_specs
 from dqn.settings import loading as config_loading
 from dqn.settings.config import ReplayServerConfig, role_dir
+from replay_server.learner_speed import ask_the_learner
 from replay_server.recovery import (
     complete_checkpoints,
     remove_partial_checkpoints,
@@ -206,10 +207,12 @@ def serve(config: ReplayServerConfig) -> int:
     stop = StopSignal()
     ensure_port_free(config.port)
     # The run's settings are decided here when roles start apart (and by `local` before it starts this server).
-    config = resolve_run(config, config.path(role_dir("replay-server"), "config.json"))
+    config = resolve_run(config, config.path(role_dir("replay-server"), "config.json"), ask_the_learner(config))
     builder = DqnBuilder(config, run_env_specs(config))
     server, tables = start_reverb(config, builder)
-    client = reverb.Client(f"localhost:{server.port}")
+    # A pending-settings server may just have left this port: the first call may meet its closed socket.
+    client = wait_for_server(f"localhost:{server.port}", wait_s=config.connect_timeout_s,
+                             call_timeout_s=config.rpc_timeout_s)
     info = server_info(client, config.rpc_timeout_s)
     mismatches = table_mismatches(tables, info)
     if mismatches:

@@ -17,6 +17,8 @@ REQUESTS_TABLE = "learner_requests"
 RUN_SETTINGS_TABLE = "run_settings"
 #: Key of the single item in `run_settings`: the resolved settings as one JSON object.
 RUN_SETTINGS_KEY = "settings_json"
+#: Served only while a replay server started apart waits for the learner to time its SGD step (same item format).
+LEARNER_SPEED_TABLE = "learner_speed"
 #: Keys of the single item in the `variables` table.
 POLICY_VARIABLES_KEY = "policy_variables"
 TRAIN_STEP_KEY = "train_step"

@@ -11,6 +11,7 @@ from tf_agents.specs import tensor_spec
 from dqn.replay_layout.items import (
     EXPLORATION_START_KEY,
     INITIAL_PRIORITY_KEY,
+    LEARNER_SPEED_TABLE,
     POLICY_VARIABLES_KEY,
     REPLAY_TABLE,
     REQUESTS_TABLE,
@@ -81,6 +82,12 @@ def auto_samples_per_insert(step_seconds: float, learner_seconds_per_sample: flo
     if affordable < 2 * DEFAULT_SAMPLES_PER_INSERT:
         return DEFAULT_SAMPLES_PER_INSERT
     return min(MAX_AUTO_SAMPLES_PER_INSERT, float(2 ** math.floor(math.log2(affordable))))
+
+
+def pending_settings_tables() -> list[reverb.Table]:
+    """What a replay server serves while it waits for the learner's speed: the pending settings and the answer."""
+    return [latest_item_table(RUN_SETTINGS_TABLE, run_settings_signature()),
+            latest_item_table(LEARNER_SPEED_TABLE, run_settings_signature())]
 
 
 def replay_rate_limiter(config, shape: ItemShape, samples_per_insert: float) -> reverb.rate_limiters.RateLimiter:

@@ -45,6 +45,9 @@ class ReplayServerSettings(CommonConfig):
     on_corrupt_checkpoint: str = setting("fail", "if the latest replay checkpoint is unreadable: fail (exit 1 naming "
                                          "it) or quarantine (move it aside, load the previous one or start empty)",
                                          choices=("fail", "quarantine"))
+    learner_speed_wait_s: float = setting(300.0, "slow env, auto replay ratio, roles started apart: seconds to wait at "
+                                          "first start for the learner to report its own speed (then it is timed "
+                                          "here); 0 = time it here", ge=0)
 
     def resolved_checkpoint_dir(self) -> str:
         """Where replay checkpoints live."""
