@@ -1,4 +1,8 @@
-"""Envs the service was not built for, ours beside Stable-Baselines3 DQN: same envs, seeds and wall clock.
+"""Env families from PyPI outside gymnasium, ours beside Stable-Baselines3 DQN: same envs, seeds and wall clock.
+
+Not all of them are held out: the service's auto rules were designed on some (highway-env for the replay ratio,
+popgym's position-only cart-pole for the observation history, MiniGrid DoorKey and Empty for image codes and
+advantage learning); no rule was designed on MinAtar Breakout or Flappy Bird.
 
 Per env and seed, one after the other (never two trainings at once): `dqn-service local --env-id E --seed S
 --max-wall-time-s B --target-return 1e9` (the defaults otherwise; the target is never reached, so it runs the whole
