@@ -1,5 +1,7 @@
 """`dqn-service local`: the whole topology as separate OS processes on free loopback ports.
 
+The roles run in a network namespace of their own where the kernel allows it (launcher/network.py): no other host
+reaches the replay port, whose server listens on every interface; elsewhere `local` warns at start.
 Starts replay server, learner, `num_actors` actors, the evaluator (and optionally TensorBoard on 127.0.0.1), shows
 one live progress line, stops at max_train_steps (once the evaluator has scored the last weights) or target return,
 and stops every child cleanly on Ctrl-C/SIGTERM. A role that exits non-zero is restarted with backoff, as compose's and
@@ -27,6 +29,7 @@ from dqn.resolve import resolve_run, run_env_specs
 from dqn.settings import loading as config_loading
 from dqn.settings.config import LocalConfig, actor_dir, role_dir
 from launcher.forked import ForkedRole
+from launcher.network import exposure_warning, isolation_refusal, network_namespace
 
 log = logging.getLogger("local")
 
@@ -156,7 +159,7 @@ class Topology:
         """Replay server first (so the others find it quickly), then learner, actors, evaluator."""
         config = self.config
         self._role("replay-server", "replay-server", "--port", str(self.replay_port),
-                   "--health-port", str(self.replay_health_port))
+                   "--health-port", str(self.replay_health_port), "--health-host", "127.0.0.1")
         self._role("learner", "learner")
         for actor_id in range(config.num_actors):
             self._role(f"actor-{actor_id}", "actor", "--actor-id", str(actor_id),
@@ -167,6 +170,16 @@ class Topology:
                                         "--host", "127.0.0.1", "--port", str(config.tensorboard_port)],
                         essential=False)
             say(f"TensorBoard: http://127.0.0.1:{config.tensorboard_port}/", flush=True)
+
+    def network_line(self) -> str:
+        """Where the roles' ports are reachable from: their own network namespace, or a warning naming the exposure."""
+        replay = next(c for c in self.children if c.name == "replay-server")
+        if network_namespace(replay.pid) not in (None, network_namespace(os.getpid())):
+            return (f"dqn-service local: the roles run in a network namespace of their own (replay server pid "
+                    f"{replay.pid}): no other host reaches the replay port {self.replay_port}")
+        reason = ("--isolate-network false" if not self.config.isolate_network else
+                  isolation_refusal() or "the roles' forkserver was started without it")
+        return exposure_warning(self.replay_port, reason)
 
     def stop(self, stages: tuple[tuple[str, ...], ...] = (("actor", "evaluator", "tensorboard"), ("learner",),
                                                          ("replay-server",))) -> dict[str, int]:
@@ -275,6 +288,7 @@ def run(config: LocalConfig) -> int:
     topology = Topology(config)
     started = time.monotonic()
     topology.start()
+    say(topology.network_line(), flush=True)
     try:
         return watch_until_done(config, topology, stop, target, started)
     finally:
