@@ -103,6 +103,7 @@ class Actor:
         self.env_steps = 0
         self._previous_step_faulted = np.zeros(config.num_envs, dtype=bool)  # envs whose last env step faulted
         self.throttled_s = 0.0
+        self._beat = lambda: None  # the health heartbeat, set by run()
         self.status = "warming up"
         self._last_summary = (time.monotonic(), 0)
         self._notices = LogThrottle(15.0)
@@ -125,6 +126,7 @@ class Actor:
     def _wait_for_replay(self) -> None:
         """Backpressure: hold the envs while the rate limiter (or a dead server) holds inserts back."""
         while not self.writer.wait_for_server(self.config.max_pending_items, timeout_ms=1000):
+            self._beat()  # a wait under a deadline is a loop that runs: the learner may be down for long
             self.throttled_s += 1.0
             self.status = "throttled (learner behind or replay unreachable)"
             self.maybe_summarize()
@@ -184,12 +186,14 @@ class Actor:
                        weights_train_step=self.weights_step, items=self.writer.items_created,
                        epsilon=scalars["actor/epsilon"], status=self.status)
 
-    def run(self) -> None:
-        """Collects until a stop signal or max_env_steps."""
+    def run(self, beat=lambda: None) -> None:
+        """Collects until a stop signal or max_env_steps; calls `beat()` on every pass (the health heartbeat)."""
+        self._beat = beat
         config = self.config
         next_refresh, next_refresh_time = config.warmup_steps, 0.0
         self.time_step = self.env.reset()
         while not self.stop.requested and not (config.max_env_steps and self.env_steps >= config.max_env_steps):
+            beat()
             if self.env_steps >= config.warmup_steps:
                 # Why a time bound too: with few or slow envs, env steps alone would let the policy fall hundreds
                 # of train steps behind the learner (and exploration that follows the greedy policy stall).
@@ -222,13 +226,13 @@ def run(config: ActorConfig) -> int:
     """Collects until stopped (SIGTERM/SIGINT) or `max_env_steps`; returns the exit code."""
     use_one_core()
     stop = StopSignal()
-    health = start_health(config.health_port, "actor")
+    health = start_health(config, "actor")
     actor = Actor(config, wait_for_servers(config), stop)
     health.set(True)
     log.info("actor %d: %d envs of %s, writing to %s; policy in %s%s", config.actor_id, config.num_envs,
              config.env_id, config.replay_address, "numpy" if actor.policy.runs_in == "numpy" else "a graph call",
              "; initial priorities: own TD errors" if actor.initial_priorities else "")
-    actor.run()
+    actor.run(health.beat)
     log.info("stopping after %d env steps (%s)", actor.env_steps, stop.signal_name or "max_env_steps reached")
     health.set(False)
     actor.close()

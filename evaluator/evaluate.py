@@ -281,10 +281,16 @@ def run(config: EvaluatorConfig) -> int:
     """Evaluates each newly published policy that is >= eval_interval steps past the last one."""
     use_one_core()
     stop = StopSignal()
-    health = start_health(config.health_port, "evaluator")
-    evaluator = Evaluator.from_config(config, lambda: stop.requested)
+    health = start_health(config, "evaluator")
+
+    def stop_requested() -> bool:
+        health.beat()  # the episodes ask between steps: an evaluation under way is a loop that runs
+        return stop.requested
+
+    evaluator = Evaluator.from_config(config, stop_requested)
     health.set(True)
     while not stop.wait(config.poll_interval_s):
+        health.beat()
         weights = evaluator.new_weights()
         if weights is None:
             continue

@@ -180,14 +180,20 @@ class CheckpointScheduler:
         while not self._stop.wait(min(1.0, max(0.0, min(next_checkpoint, next_stats) - time.monotonic()))):
             now = time.monotonic()
             try:
+                # Reverb answering is the server's heartbeat: it serves from C++ threads, which this one asks.
+                info = server_info(self._client, self._config.rpc_timeout_s)
+                if self._health is not None:
+                    self._health.beat()
                 if now >= next_stats:
                     next_stats = now + self._config.stats_interval_s
-                    log.info("%s", format_stats(server_info(self._client, self._config.rpc_timeout_s)))
-                if now >= next_checkpoint:
-                    next_checkpoint = now + interval
-                    self.checkpoint("periodic")
+                    log.info("%s", format_stats(info))
             except Exception as error:  # noqa: BLE001 - a failed periodic action must not kill the server
-                log.error("table statistics failed (%s: %s); will retry", type(error).__name__, error)
+                if now >= next_stats:
+                    next_stats = now + self._config.stats_interval_s
+                    log.error("table statistics failed (%s: %s); will retry", type(error).__name__, error)
+            if now >= next_checkpoint:
+                next_checkpoint = now + interval
+                self.checkpoint("periodic")  # never raises: a failed write is reported and retried
 
 
 def format_stats(info: dict) -> str:
@@ -222,7 +228,7 @@ def serve(config: ReplayServerConfig) -> int:
     log.info("replay server on port %d (checkpoints in %s; replay items of %d env(s) each); restored %s",
              server.port, config.resolved_checkpoint_dir(), envs_per_item, format_stats(info))
     publish_run_settings(client, config_loading.to_dict(config), config.rpc_timeout_s)
-    health = start_health(config.health_port, "replay-server")
+    health = start_health(config, "replay-server")
     health.set(True)
     scheduler = CheckpointScheduler(client, config, stop, health)
     scheduler.start()

@@ -32,6 +32,11 @@ class HealthConfig:
     """A role's own health endpoint; not `local`'s, which picks its replay server's and leaves the others off."""
 
     health_port: int = setting(0, "TCP port of this role's grpc.health.v1 service; 0 = disabled", ge=0, le=65535)
+    health_host: str = setting("", "address the health service listens on, e.g. 127.0.0.1; empty = every interface "
+                               "(what probes from outside a container need)")
+    health_stall_timeout_s: float = setting(300.0, "the health service turns NOT_SERVING while the role's main loop "
+                                            "has not completed a pass for this many seconds (a liveness probe then "
+                                            "restarts it); 0 = never", ge=0)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -231,6 +236,9 @@ class LocalConfig(LearnerSettings, ActorSettings, EvaluatorSettings, ReplayServe
 
     tensorboard: bool = setting(False, "also start TensorBoard on 127.0.0.1 and print its URL")
     tensorboard_port: int = setting(6006, "TensorBoard's TCP port on 127.0.0.1", ge=1, le=65535)
+    isolate_network: bool = setting(True, "run the roles in a network namespace of their own where the kernel "
+                                    "allows it, so no other host reaches their ports (and envs reach no network); "
+                                    "false = this host's network, where the replay port listens on every interface")
     max_wall_time_s: float = setting(0.0, "stop after this many seconds; 0 = no limit", ge=0)
     max_role_restarts: int = setting(3, "restarts of a role that exited non-zero (with backoff) allowed within "
                                      "role_restart_window_s; one more exit ends the run; 0 = no restarts", ge=0)
