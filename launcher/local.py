@@ -30,6 +30,7 @@ from dqn.settings import loading as config_loading
 from dqn.settings.config import LocalConfig, actor_dir, role_dir
 from launcher.forked import ForkedRole
 from launcher.network import exposure_warning, isolation_refusal, network_namespace
+from replay_server.checkpoint_dir import check_checkpoint_dir
 
 log = logging.getLogger("local")
 
@@ -285,6 +286,7 @@ def run(config: LocalConfig) -> int:
     # The run's auto settings, decided once before any role starts: every role is handed the same values.
     config = resolve_run(config, config.path("config.json"))
     target = config.resolved_target_return(run_env_specs(config).reward_threshold)
+    check_checkpoint_dir(config.resolved_checkpoint_dir())  # bad input: refused before any role starts
     topology = Topology(config)
     started = time.monotonic()
     topology.start()

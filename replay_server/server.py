@@ -27,6 +27,7 @@ from dqn.replay_layout.items import REPLAY_TABLE, VARIABLES_TABLE
 from dqn.resolve import resolve_run, run_env_specs
 from dqn.settings import loading as config_loading
 from dqn.settings.config import ReplayServerConfig, role_dir
+from replay_server.checkpoint_dir import check_checkpoint_dir
 from replay_server.recovery import (
     complete_checkpoints,
     remove_partial_checkpoints,
@@ -55,6 +56,7 @@ def start_reverb(config: ReplayServerConfig, builder: DqnBuilder) -> tuple[rever
     is moved aside and the server starts from the previous complete checkpoint, or empty.
     """
     checkpoint_dir = config.resolved_checkpoint_dir()
+    check_checkpoint_dir(checkpoint_dir)
     os.makedirs(checkpoint_dir, exist_ok=True)
     while True:
         tables = builder.make_tables()
@@ -73,7 +75,13 @@ def start_reverb(config: ReplayServerConfig, builder: DqnBuilder) -> tuple[rever
                     "Recovery: restart with --on-corrupt-checkpoint quarantine (DQN_ON_CORRUPT_CHECKPOINT) to move "
                     "it aside and start from the previous complete checkpoint or empty, or restore it from a "
                     "backup.") from None
-            moved = set_aside_checkpoint_dir(latest)
+            try:
+                moved = set_aside_checkpoint_dir(latest, config.resolved_quarantine_dir())
+            except OSError as move_error:
+                raise CorruptCheckpoint(
+                    f"replay checkpoint {latest} cannot be loaded ({error}) and cannot be set aside into "
+                    f"{config.resolved_quarantine_dir()} ({move_error}). Free space there, or delete {latest} "
+                    "to start from the previous complete checkpoint or empty.") from None
             log.error("replay checkpoint %s cannot be loaded (%s; unreadable: %s); quarantined it to %s and "
                       "starting from the previous complete checkpoint, or empty", latest, error, ", ".join(bad), moved)
 

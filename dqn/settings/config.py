@@ -55,6 +55,24 @@ class ReplayServerSettings(CommonConfig):
         """Where replay checkpoints live."""
         return self.checkpoint_dir or self.path("replay_checkpoints")
 
+    def resolved_quarantine_dir(self) -> str:
+        """Where an unreadable replay checkpoint is set aside: the server's folder of the run root.
+
+        The run root is a volume of its own in every deployment; the checkpoint directory's other entries are
+        deleted by Reverb, and its parent is the image's read-only root file system in the containers.
+        """
+        return self.path(role_dir("replay-server"), "quarantine")
+
+    def check(self) -> None:
+        """The checkpoint directory is the server's alone (Reverb deletes what else it holds): not the run root."""
+        super().check()
+        checkpoints, root = os.path.abspath(self.resolved_checkpoint_dir()), os.path.abspath(self.root_dir)
+        if root == checkpoints or root.startswith(checkpoints + os.sep):
+            raise ConfigError("checkpoint_dir", f"{self.resolved_checkpoint_dir()} holds the run root {self.root_dir}: "
+                                                "Reverb deletes everything in it but its latest checkpoint. Give "
+                                                "it a directory of its own, e.g. <root_dir>/replay_checkpoints "
+                                                "(the default)")
+
 
 @dataclasses.dataclass(frozen=True)
 class LearnerSettings(CommonConfig):
