@@ -22,6 +22,7 @@ import time
 
 import portpicker
 
+from dqn.process.cgroup import memory_limit
 from dqn.process.log_throttle import LogThrottle
 from dqn.process.progress import read_progress
 from dqn.process.runtime import StopSignal
@@ -31,6 +32,7 @@ from dqn.settings.config import LocalConfig, actor_dir, role_dir
 from launcher.forked import ForkedRole
 from launcher.network import exposure_warning, isolation_refusal, network_namespace
 from replay_server.checkpoint_dir import check_checkpoint_dir
+from replay_server.memory_check import check_replay_memory
 
 log = logging.getLogger("local")
 
@@ -285,8 +287,13 @@ def run(config: LocalConfig) -> int:
     stop = StopSignal()
     # The run's auto settings, decided once before any role starts: every role is handed the same values.
     config = resolve_run(config, config.path("config.json"))
-    target = config.resolved_target_return(run_env_specs(config).reward_threshold)
-    check_checkpoint_dir(config.resolved_checkpoint_dir())  # bad input: refused before any role starts
+    specs = run_env_specs(config)
+    target = config.resolved_target_return(specs.reward_threshold)
+    # Bad input is refused before any role starts.
+    check_checkpoint_dir(config.resolved_checkpoint_dir())
+    memory_warning = check_replay_memory(config, specs.observation, memory_limit())
+    if memory_warning:
+        say(f"dqn-service local: WARNING: {memory_warning}", flush=True)
     topology = Topology(config)
     started = time.monotonic()
     topology.start()

@@ -17,6 +17,7 @@ import tensorflow as tf
 
 from dqn.builder import DqnBuilder
 from dqn.errors import BadInput, ServiceError
+from dqn.process.cgroup import memory_limit
 from dqn.process.health import start_health
 from dqn.process.progress import write_progress
 from dqn.process.runtime import StopSignal, ensure_port_free, exit_if_teardown_hangs, free_space, release_free_heap
@@ -28,6 +29,7 @@ from dqn.resolve import resolve_run, run_env_specs
 from dqn.settings import loading as config_loading
 from dqn.settings.config import ReplayServerConfig, role_dir
 from replay_server.checkpoint_dir import check_checkpoint_dir
+from replay_server.memory_check import check_replay_memory
 from replay_server.recovery import (
     complete_checkpoints,
     remove_partial_checkpoints,
@@ -221,7 +223,11 @@ def serve(config: ReplayServerConfig) -> int:
     ensure_port_free(config.port)
     # The run's settings are decided here when roles start apart (and by `local` before it starts this server).
     config = resolve_run(config, config.path(role_dir("replay-server"), "config.json"))
-    builder = DqnBuilder(config, run_env_specs(config))
+    specs = run_env_specs(config)
+    memory_warning = check_replay_memory(config, specs.observation, memory_limit())
+    if memory_warning:
+        log.warning("%s", memory_warning)
+    builder = DqnBuilder(config, specs)
     server, tables = start_reverb(config, builder)
     client = reverb.Client(f"localhost:{server.port}")
     info = server_info(client, config.rpc_timeout_s)

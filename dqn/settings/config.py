@@ -50,6 +50,10 @@ class ReplayServerSettings(CommonConfig):
     on_corrupt_checkpoint: str = setting("fail", "if the latest replay checkpoint is unreadable: fail (exit 1 naming "
                                          "it) or quarantine (move it aside, load the previous one or start empty)",
                                          choices=("fail", "quarantine"))
+    replay_memory_check: str = setting("refuse", "at start, the full replay's estimated size against the memory "
+                                       "limit of the cgroup (container): refuse to start (exit 2) when it does not "
+                                       "fit, only warn, or off; it warns from 80% of the limit",
+                                       choices=("refuse", "warn", "off"))
 
     def resolved_checkpoint_dir(self) -> str:
         """Where replay checkpoints live."""
