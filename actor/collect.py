@@ -22,12 +22,15 @@ from dqn.process.log_throttle import LogThrottle
 from dqn.process.progress import EpisodeStats, write_progress
 from dqn.process.runtime import StopSignal, use_one_core
 from dqn.process.summaries import GraphScalars
+from dqn.process.write_guard import WriteGuard
 from dqn.remote.replay_client import ServerClients, wait_for_servers
 from dqn.remote.weights_puller import WeightsPuller
 from dqn.resolve import run_env_specs
 from dqn.settings.config import ActorConfig, actor_dir
 
 log = logging.getLogger("actor")
+#: The actor's writes to the run root (summaries, progress file), which a full disk must not stop.
+try_write = WriteGuard("actor")
 
 #: Seconds the actor's last writes get at shutdown. A healthy server confirms in-flight items within milliseconds;
 #: items still unconfirmed after this were never stored (after the learner stops, the rate limiter holds them for
@@ -180,11 +183,12 @@ class Actor:
         if self.stats.recent_returns:
             scalars.update({"actor/average_return": self.stats.average_return(),
                             "actor/average_episode_length": self.stats.average_length()})
-        self.scalars.write(self.env_steps, scalars)  # one graph call (dqn/process/summaries.py)
-        write_progress(self.summary_dir, env_steps=self.env_steps, env_steps_per_sec=rate,
-                       episodes=self.stats.episodes, env_restarts=self.env.restarts,
-                       weights_train_step=self.weights_step, items=self.writer.items_created,
-                       epsilon=scalars["actor/epsilon"], status=self.status)
+        # A full run root costs the summaries and the progress file, never the collecting.
+        try_write("summaries", self.scalars.write, self.env_steps, scalars)  # one graph call
+        try_write("progress file", write_progress, self.summary_dir, env_steps=self.env_steps,
+                  env_steps_per_sec=rate, episodes=self.stats.episodes, env_restarts=self.env.restarts,
+                  weights_train_step=self.weights_step, items=self.writer.items_created,
+                  epsilon=scalars["actor/epsilon"], status=self.status)
 
     def run(self, beat=lambda: None) -> None:
         """Collects until a stop signal or max_env_steps; calls `beat()` on every pass (the health heartbeat)."""
@@ -218,7 +222,7 @@ class Actor:
         self.status = "stopped"
         self.maybe_summarize(force=True)  # the launcher's final summary reads the env steps from here
         self.puller.close()
-        self.summary_writer.flush()
+        try_write("summaries", self.summary_writer.flush)
         self.env.close()
 
 

@@ -210,7 +210,7 @@ class Topology:
 
 
 class EvalRecords:
-    """Reads the evaluator's result lines (`evaluator/evals.jsonl`) as they are appended, none skipped."""
+    """Reads the evaluator's result lines (`evaluator/evals.jsonl`) as they are appended; only torn ones skipped."""
 
     def __init__(self, root: str):
         self._path = os.path.join(root, role_dir("evaluator"), "evals.jsonl")
@@ -226,7 +226,25 @@ class EvalRecords:
             return []
         complete = data[:data.rfind(b"\n") + 1]  # a line still being written is read next time
         self._offset += len(complete)
-        return [json.loads(line) for line in complete.decode("utf-8").splitlines() if line.strip()]
+        return [record for line in complete.decode("utf-8", errors="replace").splitlines() if line.strip()
+                if (record := self._parse(line)) is not None]
+
+    def _parse(self, line: str) -> dict | None:
+        """One record; from a line that a full disk tore and the next record continued, that record; else None.
+
+        Every record starts with its train step (evaluator/evaluate.py writes it first).
+        """
+        for start in dict.fromkeys((0, line.rfind('{"train_step"'))):
+            try:
+                record = json.loads(line[max(start, 0):])
+            except json.JSONDecodeError:
+                continue
+            if isinstance(record, dict) and "train_step" in record:
+                if start > 0:
+                    log.warning("%s: skipped the torn start of a line: %.80s", self._path, line[:start])
+                return record
+        log.warning("%s: skipped an unreadable line: %.80s", self._path, line)
+        return None
 
 
 def progress_line(config: LocalConfig, elapsed: float, best: dict | None, role_restarts: int = 0,

@@ -100,3 +100,24 @@ def test_a_replaced_directory_is_never_missing_for_a_reader(tmp_path):
     assert swaps > 50 and reads > 10_000, (swaps, reads)
     assert misses == 0, f"{misses} of {reads} reads found no export during {swaps} replacements"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["policy"]
+
+
+def test_an_append_cut_short_by_a_full_disk_is_cut_back_off(tmp_path):
+    """On a real full file system a line is appended whole or not at all: the file keeps only whole lines."""
+    import errno
+    import os
+
+    from dqn.files import append_line
+    from tests.fs import fill, small_filesystem
+
+    with small_filesystem(tmp_path / "disk", size="1m") as disk:
+        path = disk / "evals.jsonl"
+        append_line(str(path), '{"train_step": 1}\n')
+        fill(disk, leave_bytes=6000)  # less than the next line: part of it fits
+        with pytest.raises(OSError) as full:
+            append_line(str(path), json.dumps({"train_step": 2, "pad": "x" * 20_000}) + "\n")
+        assert full.value.errno == errno.ENOSPC
+        assert path.read_text() == '{"train_step": 1}\n'
+        os.remove(disk / "filler")
+        append_line(str(path), '{"train_step": 3}\n')
+        assert path.read_text().splitlines() == ['{"train_step": 1}', '{"train_step": 3}']
