@@ -2,7 +2,7 @@
 
 FlakyCartPole-v0 raises in `step` on every `fail_every`-th step of an instance and in `reset` on every
 `reset_fail_every`-th reset in the process; BrokenCartPole-v0 raises in every `reset` (a broken env);
-HangingCartPole-v0 never returns from a step taken once the file named by $HANG_FILE exists (a stuck env; without
+HangOnFileCartPole-v0 never returns from a step taken once the file named by $HANG_FILE exists (a stuck env; without
 the variable it never hangs, so a replay server can play it to decide the run's settings).
 """
 
@@ -50,7 +50,7 @@ class BrokenCartPole(CartPoleEnv):
         raise EnvBug("this env cannot reset")
 
 
-class HangingCartPole(CartPoleEnv):
+class HangOnFileCartPole(CartPoleEnv):
     """CartPole whose step blocks for good once the file $HANG_FILE exists."""
 
     def step(self, action):
@@ -62,6 +62,6 @@ class HangingCartPole(CartPoleEnv):
 for _id, _entry, _kwargs in (("FlakyCartPole-v0", FlakyCartPole, {"fail_every": 1000}),
                              ("VeryFlakyCartPole-v0", FlakyCartPole, {"fail_every": 5}),
                              ("BrokenCartPole-v0", BrokenCartPole, {}),
-                             ("HangingCartPole-v0", HangingCartPole, {})):
+                             ("HangOnFileCartPole-v0", HangOnFileCartPole, {})):
     if _id not in gym.registry:
         gym.register(_id, entry_point=_entry, kwargs=_kwargs, max_episode_steps=500, reward_threshold=475.0)

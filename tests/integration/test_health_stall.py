@@ -9,7 +9,7 @@ from tests.helpers import FAST, NO_LIMITER
 
 pytestmark = pytest.mark.integration
 
-ENV = "tests.flaky_env:HangingCartPole-v0"
+ENV = "tests.flaky_env:HangOnFileCartPole-v0"
 
 
 def test_an_actor_whose_env_never_returns_turns_not_serving(replay_server_factory, spawn, tmp_path):
