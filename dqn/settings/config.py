@@ -259,8 +259,8 @@ class LocalConfig(LearnerSettings, ActorSettings, EvaluatorSettings, ReplayServe
     tensorboard: bool = setting(False, "also start TensorBoard on 127.0.0.1 and print its URL")
     tensorboard_port: int = setting(6006, "TensorBoard's TCP port on 127.0.0.1", ge=1, le=65535)
     isolate_network: bool = setting(True, "run the roles in a network namespace of their own where the kernel "
-                                    "allows it, so no other host reaches their ports (and envs reach no network); "
-                                    "false = this host's network, where the replay port listens on every interface")
+                                    "allows it: no other host reaches them, nor do envs reach the network; false = "
+                                    "this host's network")
     max_wall_time_s: float = setting(0.0, "stop after this many seconds; 0 = no limit", ge=0)
     max_role_restarts: int = setting(3, "restarts of a role that exited non-zero (with backoff) allowed within "
                                      "role_restart_window_s; one more exit ends the run; 0 = no restarts", ge=0)
