@@ -1,5 +1,7 @@
 """`dqn-service local`: the whole topology as separate OS processes on free loopback ports.
 
+The roles run in a network namespace of their own where the kernel allows it (launcher/network.py): no other host
+reaches the replay port, whose server listens on every interface; elsewhere `local` warns at start.
 Starts replay server, learner, `num_actors` actors, the evaluator (and optionally TensorBoard on 127.0.0.1), shows
 one live progress line, stops at max_train_steps (once the evaluator has scored the last weights) or target return,
 and stops every child cleanly on Ctrl-C/SIGTERM. A role that exits non-zero is restarted with backoff, as compose's and
@@ -20,6 +22,7 @@ import time
 
 import portpicker
 
+from dqn.process.cgroup import memory_limit
 from dqn.process.log_throttle import LogThrottle
 from dqn.process.progress import read_progress
 from dqn.process.runtime import StopSignal
@@ -27,6 +30,9 @@ from dqn.resolve import resolve_run, run_env_specs
 from dqn.settings import loading as config_loading
 from dqn.settings.config import LocalConfig, actor_dir, role_dir
 from launcher.forked import ForkedRole
+from launcher.network import exposure_warning, isolation_refusal, network_namespace
+from replay_server.checkpoint_dir import check_checkpoint_dir
+from replay_server.memory_check import check_replay_memory
 
 log = logging.getLogger("local")
 
@@ -156,7 +162,7 @@ class Topology:
         """Replay server first (so the others find it quickly), then learner, actors, evaluator."""
         config = self.config
         self._role("replay-server", "replay-server", "--port", str(self.replay_port),
-                   "--health-port", str(self.replay_health_port))
+                   "--health-port", str(self.replay_health_port), "--health-host", "127.0.0.1")
         self._role("learner", "learner")
         for actor_id in range(config.num_actors):
             self._role(f"actor-{actor_id}", "actor", "--actor-id", str(actor_id),
@@ -167,6 +173,16 @@ class Topology:
                                         "--host", "127.0.0.1", "--port", str(config.tensorboard_port)],
                         essential=False)
             say(f"TensorBoard: http://127.0.0.1:{config.tensorboard_port}/", flush=True)
+
+    def network_line(self) -> str:
+        """Where the roles' ports are reachable from: their own network namespace, or a warning naming the exposure."""
+        replay = next(c for c in self.children if c.name == "replay-server")
+        if network_namespace(replay.pid) not in (None, network_namespace(os.getpid())):
+            return (f"dqn-service local: the roles run in a network namespace of their own (replay server pid "
+                    f"{replay.pid}): no other host reaches the replay port {self.replay_port}")
+        reason = ("--isolate-network false" if not self.config.isolate_network else
+                  isolation_refusal() or "the roles' forkserver was started without it")
+        return exposure_warning(self.replay_port, reason)
 
     def stop(self, stages: tuple[tuple[str, ...], ...] = (("actor", "evaluator", "tensorboard"), ("learner",),
                                                          ("replay-server",))) -> dict[str, int]:
@@ -194,7 +210,7 @@ class Topology:
 
 
 class EvalRecords:
-    """Reads the evaluator's result lines (`evaluator/evals.jsonl`) as they are appended, none skipped."""
+    """Reads the evaluator's result lines (`evaluator/evals.jsonl`) as they are appended; only torn ones skipped."""
 
     def __init__(self, root: str):
         self._path = os.path.join(root, role_dir("evaluator"), "evals.jsonl")
@@ -210,7 +226,25 @@ class EvalRecords:
             return []
         complete = data[:data.rfind(b"\n") + 1]  # a line still being written is read next time
         self._offset += len(complete)
-        return [json.loads(line) for line in complete.decode("utf-8").splitlines() if line.strip()]
+        return [record for line in complete.decode("utf-8", errors="replace").splitlines() if line.strip()
+                if (record := self._parse(line)) is not None]
+
+    def _parse(self, line: str) -> dict | None:
+        """One record; from a line that a full disk tore and the next record continued, that record; else None.
+
+        Every record starts with its train step (evaluator/evaluate.py writes it first).
+        """
+        for start in dict.fromkeys((0, line.rfind('{"train_step"'))):
+            try:
+                record = json.loads(line[max(start, 0):])
+            except json.JSONDecodeError:
+                continue
+            if isinstance(record, dict) and "train_step" in record:
+                if start > 0:
+                    log.warning("%s: skipped the torn start of a line: %.80s", self._path, line[:start])
+                return record
+        log.warning("%s: skipped an unreadable line: %.80s", self._path, line)
+        return None
 
 
 def progress_line(config: LocalConfig, elapsed: float, best: dict | None, role_restarts: int = 0,
@@ -271,10 +305,17 @@ def run(config: LocalConfig) -> int:
     stop = StopSignal()
     # The run's auto settings, decided once before any role starts: every role is handed the same values.
     config = resolve_run(config, config.path("config.json"))
-    target = config.resolved_target_return(run_env_specs(config).reward_threshold)
+    specs = run_env_specs(config)
+    target = config.resolved_target_return(specs.reward_threshold)
+    # Bad input is refused before any role starts.
+    check_checkpoint_dir(config.resolved_checkpoint_dir())
+    memory_warning = check_replay_memory(config, specs.observation, memory_limit())
+    if memory_warning:
+        say(f"dqn-service local: WARNING: {memory_warning}", flush=True)
     topology = Topology(config)
     started = time.monotonic()
     topology.start()
+    say(topology.network_line(), flush=True)
     try:
         return watch_until_done(config, topology, stop, target, started)
     finally:

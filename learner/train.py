@@ -220,7 +220,7 @@ class Learner:
         """Trains until max_train_steps or a stop signal; always checkpoints and publishes on the way out."""
         config = self.config
         stop = StopSignal()
-        health = start_health(config.health_port, "learner")
+        health = start_health(config, "learner")
         clients, publisher = self._connect()
         health.set(True)
         feed = StagedBatches(self.builder.make_dataset, self.layout.finish_batch())
@@ -237,6 +237,7 @@ class Learner:
             checkpoint=lambda _: self.save(), export=self.export, write_summaries=summaries.write,
             warn_no_inserts=NoInsertWarning(rates, config.no_data_timeout_s, self.no_data_log))
         while step < config.max_train_steps and not stop.requested:
+            health.beat()
             index = feed.get(timeout_s=1.0)
             if index is None:
                 self._report_waiting_for_data(step, time.monotonic() - feed.idle_since)
