@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import Any
 
 from dqn.model.schedules import epsilon_at
 from dqn.process.progress import write_progress
@@ -13,14 +13,14 @@ from learner.staged_trainer import BatchStats
 from learner.stats import ReplayRates
 from learner.write_guard import try_write
 
-if TYPE_CHECKING:
-    from learner.train import Learner
-
 
 class LearnerSummaries:
-    """The summaries trigger's work: rates since the last summary, replay stats and the batch of `slot`."""
+    """The summaries trigger's work: rates since the last summary, replay stats and the batch of `slot`.
 
-    def __init__(self, learner: Learner, rates: ReplayRates, batch_stats: BatchStats, publisher: WeightsPublisher):
+    `learner` is the `Learner` (learner/train.py) whose step, counters and writers it reports.
+    """
+
+    def __init__(self, learner: Any, rates: ReplayRates, batch_stats: BatchStats, publisher: WeightsPublisher):
         self._learner = learner
         self._rates = rates
         self._batch_stats = batch_stats
