@@ -77,7 +77,8 @@ class ItemSigner:
         for part in parts:  # each part length-prefixed: no two sequences of parts hash the same bytes
             mac.update(len(part).to_bytes(8, "little"))
             mac.update(part)
-        return mac.digest()
+        # Hex: a tf.string made from numpy bytes loses trailing NUL bytes, which a raw digest may end with.
+        return mac.hexdigest().encode("ascii")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -23,7 +23,7 @@ KEY = "k" * 32
 def test_a_signature_holds_for_its_own_item_only():
     signer, weights = ItemSigner(KEY), [np.arange(6, dtype=np.float32).reshape(2, 3), np.ones(3, np.float32)]
     signature = signer.weights(weights, 500, 100)
-    assert len(signature) == 32 and signer.refusal(signature, signer.weights(weights, 500, 100)) is None
+    assert len(signature) == 64 and signer.refusal(signature, signer.weights(weights, 500, 100)) is None
     for other in (signer.weights(weights, 501, 100), signer.weights(weights, 500, 0),
                   signer.weights([weights[0] + 1, weights[1]], 500, 100),
                   signer.weights([weights[0].reshape(3, 2), weights[1]], 500, 100),  # same bytes, other shape
