@@ -95,7 +95,7 @@ class Actor:
         self.policy = builder.make_collect_policy(config.num_envs, self.seed,
                                                   q_values=self.initial_priorities is not None)
         self.warmup_policy = builder.make_warmup_policy(config.num_envs, self.seed)
-        self.puller = WeightsPuller(config.control_address_resolved(), config.rpc_timeout_s)
+        self.puller = WeightsPuller(config.control_address_resolved(), config.rpc_timeout_s, key=config.shared_key)
         self.summary_dir = config.path(actor_dir(config.actor_id))
         self.summary_writer = tf.summary.create_file_writer(self.summary_dir)
         self.scalars = GraphScalars(self.summary_writer)
@@ -179,7 +179,8 @@ class Actor:
                    "actor/policy_lag_at_refresh": self.policy_lag,
                    "actor/episodes": self.stats.episodes,
                    "actor/env_restarts": self.env.restarts,
-                   "actor/throttled_seconds": self.throttled_s}
+                   "actor/throttled_seconds": self.throttled_s,
+                   "actor/refused_weights": self.puller.refused.count}
         if self.stats.recent_returns:
             scalars.update({"actor/average_return": self.stats.average_return(),
                             "actor/average_episode_length": self.stats.average_length()})
@@ -188,7 +189,8 @@ class Actor:
         try_write("progress file", write_progress, self.summary_dir, env_steps=self.env_steps,
                   env_steps_per_sec=rate, episodes=self.stats.episodes, env_restarts=self.env.restarts,
                   weights_train_step=self.weights_step, items=self.writer.items_created,
-                  epsilon=scalars["actor/epsilon"], status=self.status)
+                  epsilon=scalars["actor/epsilon"], refused_weights=self.puller.refused.count,
+                  status=self.status)
 
     def run(self, beat=lambda: None) -> None:
         """Collects until a stop signal or max_env_steps; calls `beat()` on every pass (the health heartbeat)."""

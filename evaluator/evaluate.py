@@ -160,6 +160,7 @@ class Evaluator:
         self._results_path = os.path.join(summary_dir, "evals.jsonl")
         self._last_evaluated: int | None = None
         self._wait_notices = LogThrottle(WAIT_LOG_INTERVAL_S)
+        self._refused_reported = 0
 
     @classmethod
     def from_config(cls, config: EvaluatorConfig, stop_requested: Callable[[], bool]) -> Evaluator:
@@ -172,23 +173,29 @@ class Evaluator:
         confirmation = make_episodes(config, builder, config.eval_confirm_episodes, context) \
             if config.eval_confirm_episodes else None
         log.info("evaluation episodes: %s", episodes.describe())
-        puller = WeightsPuller(config.control_address_resolved(), config.rpc_timeout_s)
+        puller = WeightsPuller(config.control_address_resolved(), config.rpc_timeout_s, key=config.shared_key)
         summary_dir = config.path(role_dir("evaluator"))
         os.makedirs(summary_dir, exist_ok=True)
         bundle = builder.agent
         best = BestPolicy(summary_dir, bundle.agent.policy, FlatWeights(bundle.policy_variables))
         reset_requests = ResetRequestSender(config.control_address_resolved(), config.rpc_timeout_s,
-                                            client=clients.control)
+                                            client=clients.control, key=config.shared_key)
         return cls(config, context.target_return, episodes, confirmation, best, reset_requests, puller, summary_dir,
                    stop_requested)
 
     def new_weights(self) -> PublishedWeights | None:
         """Weights at least eval_interval train steps past the last evaluated ones, else None.
 
-        First it retries delivering a reset request that is still pending.
+        First it retries delivering a reset request that is still pending. Weights the puller refused (a bad
+        signature, a train step no learner could reach: dqn/remote/item_trust.py) never come here, so they are
+        never evaluated nor kept as the best policy; their count goes to TensorBoard (`eval/refused_weights`).
         """
         self._reset_requests.flush()
         self._puller.request()
+        refused = self._puller.refused.count
+        if refused != self._refused_reported:
+            self._refused_reported = refused
+            self._scalars.write(self._last_evaluated or 0, {"eval/refused_weights": float(refused)})
         weights = self._puller.latest()
         if weights is None:
             if self._last_evaluated is None and self._wait_notices.ready():

@@ -273,6 +273,19 @@ def env_restarts(config: LocalConfig) -> int:
     return sum(read_progress(config.path(actor_dir(i))).get("env_restarts", 0) for i in range(config.num_actors))
 
 
+def learner_finished(config: LocalConfig, learner: Child) -> bool:
+    """True once the learner reached max_train_steps: it then stays up idle and its progress file says so.
+
+    The train step is checked too, so that the progress file of an earlier, shorter run in the same run directory
+    does not end a run resumed with a larger max_train_steps. A learner that exited 0 (stopped from outside) ends
+    the run as before.
+    """
+    if learner.exit_code() == 0:
+        return True
+    progress = read_progress(config.path(role_dir("learner")))
+    return bool(progress.get("finished")) and progress.get("train_step", 0) >= config.max_train_steps
+
+
 def final_evaluation_due(config: LocalConfig, latest: dict | None, waited_s: float) -> bool:
     """Whether to wait for the evaluator to score the weights the learner published as it reached max_train_steps.
 
@@ -358,7 +371,7 @@ def watch_until_done(config: LocalConfig, topology: Topology, stop: StopSignal, 
             reason = f"solved: eval average return {solving['average_return']:.1f}{confirmed} >= {target}"
             break
         learner = next(c for c in topology.children if c.name == "learner")
-        if learner.exit_code() == 0:
+        if learner_finished(config, learner):
             if learner_done is None:
                 learner_done = time.monotonic()
                 if final_evaluation_due(config, latest, 0.0):
