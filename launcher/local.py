@@ -12,7 +12,6 @@ keeps failing (max_role_restarts within role_restart_window_s) ends the run, whi
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import os
 import signal
@@ -29,6 +28,7 @@ from dqn.process.runtime import StopSignal
 from dqn.resolve import resolve_run, run_env_specs
 from dqn.settings import loading as config_loading
 from dqn.settings.config import LocalConfig, actor_dir, role_dir
+from launcher.eval_records import EvalRecords
 from launcher.forked import ForkedRole
 from launcher.network import exposure_warning, isolation_refusal, network_namespace
 from replay_server.checkpoint_dir import check_checkpoint_dir
@@ -207,44 +207,6 @@ class Topology:
                     child.process.kill()
                     child.process.wait(10)
         return {c.name: c.process.returncode for c in self.children}
-
-
-class EvalRecords:
-    """Reads the evaluator's result lines (`evaluator/evals.jsonl`) as they are appended; only torn ones skipped."""
-
-    def __init__(self, root: str):
-        self._path = os.path.join(root, role_dir("evaluator"), "evals.jsonl")
-        self._offset = 0
-
-    def new(self) -> list[dict]:
-        """The complete lines appended since the last call."""
-        try:
-            with open(self._path, "rb") as handle:
-                handle.seek(self._offset)
-                data = handle.read()
-        except FileNotFoundError:
-            return []
-        complete = data[:data.rfind(b"\n") + 1]  # a line still being written is read next time
-        self._offset += len(complete)
-        return [record for line in complete.decode("utf-8", errors="replace").splitlines() if line.strip()
-                if (record := self._parse(line)) is not None]
-
-    def _parse(self, line: str) -> dict | None:
-        """One record; from a line that a full disk tore and the next record continued, that record; else None.
-
-        Every record starts with its train step (evaluator/evaluate.py writes it first).
-        """
-        for start in dict.fromkeys((0, line.rfind('{"train_step"'))):
-            try:
-                record = json.loads(line[max(start, 0):])
-            except json.JSONDecodeError:
-                continue
-            if isinstance(record, dict) and "train_step" in record:
-                if start > 0:
-                    log.warning("%s: skipped the torn start of a line: %.80s", self._path, line[:start])
-                return record
-        log.warning("%s: skipped an unreadable line: %.80s", self._path, line)
-        return None
 
 
 def progress_line(config: LocalConfig, elapsed: float, best: dict | None, role_restarts: int = 0,

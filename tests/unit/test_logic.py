@@ -8,7 +8,8 @@ from actor.collect import actor_epsilon
 from dqn.model.schedules import epsilon_at
 from dqn.process.progress import EpisodeStats
 from dqn.settings.config import ActorConfig, CommonConfig, LocalConfig
-from launcher.local import FINAL_EVALUATION_WAIT_S, EvalRecords, final_evaluation_due, solves
+from launcher.eval_records import EvalRecords
+from launcher.local import FINAL_EVALUATION_WAIT_S, final_evaluation_due, solves
 from learner.triggers import IntervalTrigger
 
 
