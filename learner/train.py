@@ -273,7 +273,8 @@ class Learner:
         if finished:
             log.info("done: train step %d of max_train_steps %d, checkpointed and published; staying up idle until "
                      "stopped", self.step, config.max_train_steps)
-            stop.event.wait()
+            while not stop.wait(1.0):  # idle is this loop's work: the stall watchdog must not restart it
+                health.beat()
             log.info("stopping (%s)", stop.signal_name)
             health.set(False)
         health.stop()

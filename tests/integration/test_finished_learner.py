@@ -19,12 +19,13 @@ DONE = ("--max-train-steps", "300")
 def test_a_finished_learner_stays_up_idle_serving_and_says_done(system_factory):
     system = system_factory()
     health_port = free_port()
-    learner = system.start_learner(*DONE, "--health-port", str(health_port))
+    # A short stall deadline: idling is the finished learner's loop, so its health must stay SERVING past it.
+    learner = system.start_learner(*DONE, "--health-port", str(health_port), "--health-stall-timeout-s", "2")
     system.start_actor(0)
     wait_until(lambda: system.progress("learner").get("finished"), 180, "the learner to finish")
     progress = system.progress("learner")
     assert progress["train_step"] >= 300 and progress["status"].startswith("done"), progress
-    time.sleep(5)  # an exit would come at once
+    time.sleep(5)  # an exit would come at once; a stalled health after 2 s
     assert learner.alive(), learner.log()
     assert health_status(health_port) == "SERVING"
     assert fetch_weights(system.server.address, 30.0).train_step == progress["train_step"]
