@@ -121,8 +121,10 @@ def env_tables(env: str, scores, ends, random_score: float, runs: list[dict], ma
             cell([curve[m] for curve in complete.values()]) for m in order) + " |")
         finals[side] = [curve[order[-1]] for curve in complete.values()]
         areas[side] = [float(np.mean([curve[m] for m in order])) for curve in complete.values()]
-    out += ["", "| side | final | area (mean over marks) | IQM final | below random (final median) | CPU-s | "
-            "env steps | train steps | own best re-checked | at its own end |", "|---" * 10 + "|"]
+    out += ["", "Per run (median over seeds): CPU-seconds of all the run's processes, wall seconds from launch to "
+            "the end of the run, env and train steps at the run's end.", "",
+            "| side | final | area (mean over marks) | IQM final | below random (final median) | CPU-s | wall s | "
+            "env steps | train steps | own best re-checked | at its own end |", "|---" * 11 + "|"]
     for side in sides:
         side_runs = [r for r in runs if r["env_id"] == env and r["side"] == side and r.get("exit_code") == 0]
 
@@ -141,7 +143,8 @@ def env_tables(env: str, scores, ends, random_score: float, runs: list[dict], ma
                        f"{statistics.median([at for _, at, _ in end_values]):.0f} s")
         below = "yes" if finals[side] and statistics.median(finals[side]) < random_score else "no"
         out.append(f"| {side} | {cell(finals[side])} | {cell(areas[side])} | {fmt(iqm(finals[side]))} | {below} | "
-                   f"{median('cpu_s')} | {median('env_steps')} | {median('train_steps')} | {recheck} | {end} |")
+                   f"{median('cpu_s')} | {median('wall_s')} | {median('env_steps')} | {median('train_steps')} | "
+                   f"{recheck} | {end} |")
     return out, {"final": finals, "area": areas}
 
 
