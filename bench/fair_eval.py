@@ -4,11 +4,13 @@ One process per side and run, started by bench/fair_run.py after the run's train
 with training for the cores). Every side plays the same episode loop (`play`): one env per episode, reset with one
 seed of `eval_seeds(n)` (the same list for every side, snapshot and sitting, far from any training seed), the greedy
 action of the snapshot's Q-network at every step, to the env's registered episode limit (`episode_cap`). The
-`random` side plays uniformly random actions on the same seeds: the baseline that says "below random play".
+`random` side plays uniformly random actions on the same seeds: the baseline that says "below random play". The
+`ours-kept` side replays the policy a service run kept and exported (its user's policy) on the same seeds.
 
     python bench/fair_eval.py --side ours --env-id CartPole-v1 --snapshots SNAP --run-dir ROOT --out scores.jsonl
     peers-venv/bin/python bench/fair_eval.py --side sb3 --env-id CartPole-v1 --snapshots SNAP --out scores.jsonl
     python bench/fair_eval.py --side random --env-id CartPole-v1 --out scores.jsonl
+    python bench/fair_eval.py --side ours-kept --env-id CartPole-v1 --run-dir ROOT --out scores.jsonl
 
 `ours` builds the Q-network from the run's recorded `<ROOT>/config.json` with the product code (`resolved_builder`,
 the evaluator's greedy-policy network, `dqn.model.actions.greedy_actions`) and makes the env as the run's evaluator
@@ -107,6 +109,23 @@ def sb3_policy(env_id: str, snapshots: str):
     return env, load
 
 
+def kept_policy_returns(run_dir: str, seeds: list[int]) -> list[float] | None:
+    """The returns of the policy the service's run kept and exported (what its user gets), on the shared seeds.
+
+    The product's replay of an exported policy (`play_exported_policy`: env i reset with seed + i, so the same
+    episodes as `play`); None where the run exported none.
+    """
+    from dqn.model.policy_export import play_exported_policy, run_env_options
+
+    policy_dir = os.path.join(run_dir, "evaluator", "best_policy")
+    if not os.path.isdir(policy_dir):
+        return None
+    env_id, options = run_env_options(policy_dir)
+    if seeds != list(range(seeds[0], seeds[0] + len(seeds))):
+        raise ValueError("the kept policy is replayed on consecutive seeds only")
+    return [float(value) for value in play_exported_policy(policy_dir, env_id, len(seeds), seeds[0], options)]
+
+
 def random_act(env):
     """Uniformly random actions, drawn from a generator seeded by the episode's seed (the same draws every time)."""
     generators: dict[int, np.random.Generator] = {}
@@ -121,7 +140,7 @@ def random_act(env):
 def main(argv: list[str] | None = None) -> None:
     """Scores every snapshot (or random play) and appends the rows to --out."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--side", required=True, choices=("ours", "sb3", "random"))
+    parser.add_argument("--side", required=True, choices=("ours", "ours-kept", "sb3", "random"))
     parser.add_argument("--env-id", required=True)
     parser.add_argument("--snapshots", help="the run's snapshot directory (marks.jsonl and the weights files)")
     parser.add_argument("--run-dir", help="ours: the run's --root-dir (its recorded config.json)")
@@ -129,10 +148,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--context", default="{}", help="JSON object added to every row")
     parser.add_argument("--out", required=True, help="JSON lines file to append the rows to")
     args = parser.parse_args(argv)
-    if args.side != "random" and not args.snapshots:
+    if args.side in ("ours", "sb3") and not args.snapshots:
         parser.error(f"--snapshots is required for --side {args.side}")
-    if args.side == "ours" and not args.run_dir:
-        parser.error("--run-dir is required for --side ours (its config.json builds the Q-network)")
+    if args.side in ("ours", "ours-kept") and not args.run_dir:
+        parser.error(f"--run-dir is required for --side {args.side} (its config.json, its kept policy)")
     seeds, cap = eval_seeds(args.episodes), episode_cap(args.env_id)
     base = {"kind": "score", "env_id": args.env_id, "side": args.side, "eval_seed_first": seeds[0],
             "eval_episodes": len(seeds), "episode_cap": cap, **json.loads(args.context)}
@@ -140,6 +159,9 @@ def main(argv: list[str] | None = None) -> None:
     if args.side == "random":
         env = gym.make(args.env_id)
         rows.append({**base, "returns": play(env, random_act(env), seeds, cap)})
+        env.close()
+    elif args.side == "ours-kept":
+        rows.append({**base, "returns": kept_policy_returns(args.run_dir, seeds)})
     else:
         env, load = ours_policy(args.run_dir) if args.side == "ours" else sb3_policy(args.env_id, args.snapshots)
         for record in read_marks(args.snapshots):
@@ -152,7 +174,7 @@ def main(argv: list[str] | None = None) -> None:
                          "eval_s": round(time.perf_counter() - started, 2)})
             print(f"{args.side} mark {record['mark_s']} s: train step {record['train_step']}, mean return "
                   f"{np.mean(returns):.1f}", flush=True)
-    env.close()
+        env.close()
     with open(args.out, "a", encoding="utf-8") as handle:
         for row in rows:
             handle.write(json.dumps(row) + "\n")

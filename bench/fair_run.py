@@ -11,7 +11,8 @@ at each mark itself; for ours this process reads the latest weights the learner 
 `variables` table (the product's `WeightsPuller`, polled every 0.5 s) and saves them at each mark with their train
 step and the actors' env steps (progress files). A run that stops before a mark (ours stops when it solves) leaves
 its last weights for the later marks, marked `after_end`. After each training, bench/fair_eval.py scores every
-snapshot in its own process (under the side's python); random play is scored once per env and sitting.
+snapshot in its own process (under the side's python), and the policy an `ours` run kept and exported; random play
+is scored once per env and sitting.
 
 CPU-seconds: this process is the child subreaper (prctl PR_SET_CHILD_SUBREAPER), so every process of a run, forked
 roles included, is reaped here once it ends; the run's CPU is the delta of getrusage(RUSAGE_CHILDREN) around it (its
@@ -230,9 +231,9 @@ def run_sb3(env_id: str, seed: int, budget_s: float, marks: list[float], snapsho
 def evaluate(side: str, env_id: str, python: str, snapshots: str | None, root: str | None, context: dict,
              out: str, episodes: int) -> dict:
     """bench/fair_eval.py in its own process; its exit code and CPU-seconds."""
-    command = [python, os.path.join(REPO, "bench", "fair_eval.py"), "--side", "random" if side == "random" else
-               ("ours" if side == "ours" else "sb3"), "--env-id", env_id, "--episodes", str(episodes),
-               "--context", json.dumps(context), "--out", out]
+    command = [python, os.path.join(REPO, "bench", "fair_eval.py"), "--side",
+               side if side in ("random", "ours", "ours-kept") else "sb3", "--env-id", env_id, "--episodes",
+               str(episodes), "--context", json.dumps(context), "--out", out]
     command += ["--snapshots", snapshots] if snapshots else []
     command += ["--run-dir", root] if root else []
     cpu_before = children_cpu()
@@ -309,6 +310,10 @@ def main(argv: list[str] | None = None) -> int:
                     python = sys.executable if side == "ours" else args.peer_python
                     row.update(evaluate(side, env_id, python, snapshots, row.get("root"),
                                         {**context, "side": side}, scores_path, args.episodes))
+                    if side == "ours":  # and the policy the run kept, what its user gets
+                        kept = evaluate("ours-kept", env_id, python, None, row["root"], context, scores_path,
+                                        args.episodes)
+                        row.update(kept_eval_exit_code=kept["eval_exit_code"], kept_eval_cpu_s=kept["eval_cpu_s"])
                 failed += row.get("exit_code") != 0 or row.get("eval_exit_code", 1) != 0
                 append(runs_path, row)
                 print(f"  exit {row.get('exit_code')}, wall {row.get('wall_s')} s, cpu {row.get('cpu_s')} s, env "

@@ -7,10 +7,11 @@ is the mean return of the snapshot's evaluation episodes (the shared seeds; benc
 policy yet (ours before its learner's first weights) counts as random play. Per env and side: the median over seeds
 at each mark with a 95 % bootstrap interval (resampling seeds), the final score (the last mark), the area under the
 curve (the mean score over the marks, i.e. the curve's area divided by the budget), the IQM of the final scores where
-there are >= 5 seeds, the median CPU-seconds, env steps and train steps of the runs, and for ours its own evaluator's
-best re-checked score (the kept policy's re-check) and the score of its last weights at the run's own end. The ratio
-ours/peer is taken on random-normalised scores (score - random play's), as the ratio of the seed means with a 95 %
-bootstrap interval (seeds of each side resampled apart); an interval that crosses 1 is reported as level. Each
+there are >= 5 seeds, the median CPU-seconds, env steps
+and train steps of the runs, and for ours its own evaluator's best re-checked score (the kept policy's re-check), the
+kept, exported policy replayed on the shared episodes, and the score of its last weights at the run's own end. The
+ratio ours/peer is taken on random-normalised scores (score - random play's), as the ratio of the seed means with a
+95 % bootstrap interval (seeds of each side resampled apart); an interval that crosses 1 is reported as level. Each
 (sitting, seed) is one sample: a second sitting adds seeds, it never replaces the first.
 """
 
@@ -82,6 +83,9 @@ def collect(directory: str):
         if row["side"] == "random":
             continue
         env, key = row["env_id"], (row["sitting"], row["seed"])
+        if row["side"] == "ours-kept":  # the policy the run kept: one score per run, None where it kept none
+            ends[env]["ours-kept"][key] = float(np.mean(row["returns"])) if row["returns"] else None
+            continue
         value = float(np.mean(row["returns"])) if row["returns"] else random_score[env]
         if row.get("run_end"):
             ends[env][row["side"]][key] = (value, row["at_s"], row.get("train_step"))
@@ -137,6 +141,10 @@ def env_tables(env: str, scores, ends, random_score: float, runs: list[dict], ma
             checks = [r["kept_recheck"]["confirmed_return"] for r in side_runs if r.get("kept_recheck")]
             recheck = (f"{statistics.median(checks):.1f} (median of {len(checks)}; absent in "
                        f"{len(side_runs) - len(checks)})" if checks else f"absent in all {len(side_runs)}")
+            kept = list(ends[env]["ours-kept"].values())
+            if kept:
+                scored = [value for value in kept if value is not None]
+                recheck += f"; kept policy on the shared episodes: {cell(scored)} ({len(kept) - len(scored)} none)"
             end_values = list(ends[env]["ours"].values())
             if end_values:
                 end = (f"{cell([v for v, _, _ in end_values])} at "

@@ -167,8 +167,9 @@ def check_fair_run(_: str, tmp: Path) -> None:
     assert run["side"] == "ours" and run["exit_code"] == 0 and run["eval_exit_code"] == 0, run
     assert run["cpu_s"] > 1 and run["env_steps"] > 0 and "--target-return" not in run["command"], run
     scores = [json.loads(line) for line in (tmp / "fair" / "scores.jsonl").read_text().splitlines()]
-    random_play, *ours = scores
+    random_play, *ours, kept = scores
     assert random_play["side"] == "random" and len(random_play["returns"]) == 2, random_play
+    assert kept["side"] == "ours-kept" and kept["returns"] is None or len(kept["returns"]) == 2, kept
     assert [row["mark"] for row in ours] == [0, 1, 2] and ours[-1]["run_end"], ours
     # The run's last weights came from its replay server through the product's reader and were scored.
     assert ours[-1]["train_step"] is not None and len(ours[-1]["returns"]) == 2, ours[-1]
