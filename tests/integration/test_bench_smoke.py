@@ -169,7 +169,7 @@ def check_fair_run(_: str, tmp: Path) -> None:
     scores = [json.loads(line) for line in (tmp / "fair" / "scores.jsonl").read_text().splitlines()]
     random_play, *ours, kept = scores
     assert random_play["side"] == "random" and len(random_play["returns"]) == 2, random_play
-    assert kept["side"] == "ours-kept" and kept["returns"] is None or len(kept["returns"]) == 2, kept
+    assert kept["side"] == "ours-kept" and (kept["returns"] is None or len(kept["returns"]) == 2), kept
     assert [row["mark"] for row in ours] == [0, 1, 2] and ours[-1]["run_end"], ours
     # The run's last weights came from its replay server through the product's reader and were scored.
     assert ours[-1]["train_step"] is not None and len(ours[-1]["returns"]) == 2, ours[-1]
