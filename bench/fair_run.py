@@ -22,7 +22,8 @@ whole waited-for process tree). This process's own polling is reported apart (`h
         --peer-python /work/peers-venv/bin/python --out bench/results/2026-11-27-fair-classic
 
 Appends to <out>/runs.jsonl (one row per training run, plus one `sitting` row) and <out>/scores.jsonl (one row per
-env, side, seed and mark: the per-episode returns); never rewrites. Tables: bench/fair_tables.py.
+env, side, seed and mark: the per-episode returns); never rewrites. Tables: bench/fair_tables.py. Runs of a sitting
+without kept-policy rows get them with `python bench/fair_run.py --backfill-kept --out DIR`.
 """
 
 from __future__ import annotations
@@ -250,12 +251,31 @@ def append(path: str, row: dict) -> None:
         handle.write(json.dumps(row) + "\n")
 
 
+def backfill_kept(out: str, episodes: int) -> int:
+    """Scores the kept policy of every ours run in `out` that has no ours-kept row yet (runs of an older harness)."""
+    runs_path, scores_path = os.path.join(out, "runs.jsonl"), os.path.join(out, "scores.jsonl")
+    with open(scores_path, encoding="utf-8") as handle:
+        done = {(r["sitting"], r["env_id"], r["seed"]) for r in map(json.loads, handle) if r["side"] == "ours-kept"}
+    failed = 0
+    with open(runs_path, encoding="utf-8") as handle:
+        runs = [r for r in map(json.loads, handle) if r.get("kind") == "run" and r["side"] == "ours"]
+    for run in runs:
+        if (run["sitting"], run["env_id"], run["seed"]) in done or not os.path.isdir(run.get("root", "")):
+            continue
+        context = {key: run[key] for key in ("sitting", "env_id", "budget_s", "seed")}
+        failed += evaluate("ours-kept", run["env_id"], sys.executable, None, run["root"], context, scores_path,
+                           episodes)["eval_exit_code"] != 0
+    return failed
+
+
 def main(argv: list[str] | None = None) -> int:
     """Runs every env x seed x side of one sitting; appends runs and scores; exit 1 if any run or evaluation failed."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--envs", nargs="+", required=True)
+    parser.add_argument("--backfill-kept", action="store_true",
+                        help="only score the kept policies of --out's ours runs that have no ours-kept row yet")
+    parser.add_argument("--envs", nargs="+")
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5])
-    parser.add_argument("--budget-s", type=float, nargs="+", required=True, help="one per env, or one for all")
+    parser.add_argument("--budget-s", type=float, nargs="+", help="one per env, or one for all")
     parser.add_argument("--sides", nargs="+", choices=SIDES, default=list(SIDES))
     parser.add_argument("--peer-python", help="python of the peer virtualenv with SB3 (needed for the sb3 sides)")
     parser.add_argument("--marks", type=int, default=10, help="snapshots per run, every budget/marks s")
@@ -264,6 +284,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", required=True, help="the results directory (runs.jsonl, scores.jsonl)")
     parser.add_argument("ours_flags", nargs="*", help="after --: extra flags for ours (none for the headline)")
     args = parser.parse_args(argv)
+    if args.backfill_kept:
+        return 1 if backfill_kept(args.out, args.episodes) else 0
+    if not args.envs or not args.budget_s:
+        parser.error("--envs and --budget-s are required for a sitting")
     if {"sb3", "sb3-scaled"} & set(args.sides) and not args.peer_python:
         parser.error("--peer-python is required for the sb3 sides (the peer virtualenv, never the service's)")
     if "sb3-scaled" in args.sides and "sb3" not in args.sides:
