@@ -37,7 +37,8 @@ class BadBatches:
     def reject(self, keys: np.ndarray, codes: np.ndarray) -> None:
         """A batch whose items with a non-zero code are bad: deletes those keys (under a deadline) and counts it."""
         self.skipped += 1
-        bad = [key for key in np.asarray(keys)[np.asarray(codes) != 0].astype(np.uint64).tolist()
+        # A batch samples with replacement, so one bad item may appear in it more than once.
+        bad = [key for key in dict.fromkeys(np.asarray(keys)[np.asarray(codes) != 0].astype(np.uint64).tolist())
                if key not in self._deleted_keys]
         try:
             if bad:
