@@ -27,6 +27,7 @@ from dqn.resolve import resolve_run, run_env_specs
 from dqn.settings import loading as config_loading
 from dqn.settings.config import LocalConfig, actor_dir, role_dir
 from launcher.forked import ForkedRole
+from launcher.verdict_line import LiveVerdict, short_verdict
 
 log = logging.getLogger("local")
 
@@ -214,8 +215,8 @@ class EvalRecords:
 
 
 def progress_line(config: LocalConfig, elapsed: float, best: dict | None, role_restarts: int = 0,
-                  latest: dict | None = None) -> tuple[str, int, int]:
-    """(one-line status, train step, env steps) from the roles' progress files."""
+                  latest: dict | None = None, verdict: dict | None = None) -> tuple[str, int, int]:
+    """(one-line status, train step, env steps) from the roles' progress files and the server's verdict."""
     learner = read_progress(config.path(role_dir("learner")))
     actors = [read_progress(config.path(actor_dir(i))) for i in range(config.num_actors)]
     env_steps = sum(a.get("env_steps", 0) for a in actors)
@@ -231,6 +232,8 @@ def progress_line(config: LocalConfig, elapsed: float, best: dict | None, role_r
         line += f" | restarts: roles {role_restarts}, envs {env_restarts}"
     if replay.get("checkpoint_error"):
         line += " | replay checkpoints FAILING (see its log)"
+    if verdict is not None:
+        line += f" | limit: {short_verdict(verdict)}"
     return line, train_step, env_steps
 
 
@@ -293,6 +296,8 @@ def watch_until_done(config: LocalConfig, topology: Topology, stop: StopSignal, 
     train_step = env_steps = 0
     evaluations = EvalRecords(config.root_dir)
     solving = latest = learner_done = None
+    live = LiveVerdict(config.control_address or topology.replay_address)
+    shown_part = None
     while True:
         elapsed = time.monotonic() - started
         for record in evaluations.new():
@@ -302,11 +307,14 @@ def watch_until_done(config: LocalConfig, topology: Topology, stop: StopSignal, 
                 best = record
             if solving is None and solves(record, target):
                 solving = record
-        line, train_step, env_steps = progress_line(config, elapsed, best, topology.restarts, latest)
+        line, train_step, env_steps = progress_line(config, elapsed, best, topology.restarts, latest, live.latest)
         if interactive:
             say("\r" + line.ljust(110), end="", flush=True)
         elif progress_lines.ready():
             say(line, flush=True)
+        if not interactive and live.latest and live.latest.get("part") != shown_part:
+            shown_part = live.latest.get("part")
+            say(f"bottleneck: {live.latest.get('line')}", flush=True)
         ended = topology.restart_failed_roles(time.monotonic())
         if ended:
             reason = ended
@@ -333,9 +341,12 @@ def watch_until_done(config: LocalConfig, topology: Topology, stop: StopSignal, 
         if stop.wait(0.5):  # short: the solved moment is reported (and timed by the bench) promptly
             reason = f"{stop.signal_name} received"
             break
+    live.close()
     if interactive:
         say()
     wall = time.monotonic() - started  # the moment the run ended (solved, ...), before the roles' shutdown
+    if live.latest:
+        say(f"bottleneck (last verdict): {live.latest.get('line')}", flush=True)
     say(f"dqn-service local: {reason} at {wall:.1f} s; stopping the roles", flush=True)
     exit_codes = topology.stop()
     # The progress files lag by up to a summary interval, so a quick solve can end the run before any was written.

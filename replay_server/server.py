@@ -35,6 +35,7 @@ from replay_server.recovery import (
     unreadable_files,
 )
 from replay_server.tables import table_mismatches
+from replay_server.verdict_watch import VerdictWatch
 
 log = logging.getLogger("replay-server")
 #: Seconds the process may spend destroying Reverb and gRPC objects after its final checkpoint before it exits anyway.
@@ -229,6 +230,8 @@ def serve(config: ReplayServerConfig) -> int:
     health.set(True)
     scheduler = CheckpointScheduler(client, config, stop, health)
     scheduler.start()
+    VerdictWatch(client, config, envs_per_item, _summary_writer(config.path(role_dir("replay-server"))),
+                 stop.event).start()
     stop.event.wait()
     log.info("%s received: final checkpoint, then stop", stop.signal_name)
     health.set(False)

@@ -1,0 +1,151 @@
+"""The replay server's bottleneck verdict: roles' reports in, the verdict out, every few seconds on a daemon thread.
+
+Why here: every role already reaches the replay server, there is exactly one, it lives as long as the run, and it
+reads its own tables' counters and its own CPU without a remote call. The learner, which is most often the part
+that limits a run, does none of this work. The verdict goes to the `verdict` table (`dqn-service status`, `local`),
+to TensorBoard under `verdict/` in the replay server's directory (scalars each time, the line as text when it
+changes) and to the log when it changes. Reports are only read: nothing here changes training.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+import time
+from typing import Any
+
+import tensorflow as tf
+
+from dqn.bottleneck.reports import BadReport, ReportHistory, ServerSnapshot, parse_report, server_window
+from dqn.bottleneck.verdict import PARTS, Observation, judge
+from dqn.process.log_throttle import LogThrottle
+from dqn.process.summaries import GraphScalars
+from dqn.process.usage import machine, usage
+from dqn.remote.connection import RemoteConnection
+from dqn.remote.deadline import DeadlineCaller
+from dqn.remote.replay_client import server_info
+from dqn.remote.role_reports import drain_reports, publish_verdict
+from dqn.replay_layout.items import REPLAY_TABLE, VARIABLES_TABLE
+from dqn.settings.config import ReplayServerConfig
+
+log = logging.getLogger("replay-server")
+
+#: Seconds of reports each verdict is drawn from (at least three report intervals).
+WINDOW_S = 10.0
+#: Actors listed in the published verdict's observation; the verdict itself uses every one.
+PUBLISHED_ACTORS = 32
+#: A verdict that stays the same is logged and written as TensorBoard text this often.
+REPEAT_S = 60.0
+
+
+class VerdictWatch:
+    """Drains reports, judges the run and publishes the verdict every report interval until `stop`."""
+
+    def __init__(self, client, config: ReplayServerConfig, transitions_per_item: int, writer, stop: threading.Event):
+        self._local = client  # this process's own server: its tables' counters
+        self._config = config
+        self._per_item = transitions_per_item
+        self._interval_s = config.report_interval_s
+        self._window_s = max(WINDOW_S, 3 * self._interval_s)
+        self._history = ReportHistory(self._window_s, stale_s=3 * self._window_s)
+        self._snapshots: collections.deque = collections.deque()
+        self._control = RemoteConnection(config.control_address_resolved(), config.rpc_timeout_s, "role reports")
+        self._caller = DeadlineCaller()
+        self._writer, self._scalars = writer, GraphScalars(writer)
+        self._stop = stop
+        self._refused = LogThrottle(REPEAT_S)
+        self._repeat = LogThrottle(REPEAT_S)
+        self._last_part: str | None = None
+        self.latest: dict[str, Any] | None = None
+
+    def start(self) -> None:
+        """Starts the daemon thread (no thread when reports are off: report_interval_s 0)."""
+        if self._interval_s > 0:
+            threading.Thread(target=self._run, name="verdict", daemon=True).start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval_s):
+            try:
+                self.step(time.monotonic())
+            except Exception as error:  # noqa: BLE001 - the verdict must never take the server down
+                log.warning("bottleneck verdict skipped (%s: %s); next in %.0f s", type(error).__name__, error,
+                            self._interval_s)
+
+    def step(self, now: float) -> dict[str, Any] | None:
+        """One round: read reports and counters, judge, publish. The published verdict, or None without one."""
+        self._read_reports(now)
+        self._snapshots.append((now, self._snapshot()))
+        while len(self._snapshots) > 2 and self._snapshots[1][0] <= now - self._window_s:
+            self._snapshots.popleft()
+        observation = self._observation(now)
+        verdict = judge(observation)
+        published = {"part": verdict.part, "line": verdict.line(), "why": verdict.why, "change": verdict.change,
+                     "evidence": verdict.evidence, "figures": verdict.figures, "time": time.time(),
+                     "window_s": self._window_s,
+                     "observation": {**observation.to_dict(),
+                                     "actors": observation.to_dict()["actors"][:PUBLISHED_ACTORS]}}
+        self._control.call(lambda client: publish_verdict(client, published, self._config.rpc_timeout_s,
+                                                          self._caller))
+        self._record(verdict, observation)
+        self.latest = published
+        return published
+
+    def _read_reports(self, now: float) -> None:
+        texts = self._control.call(lambda client: drain_reports(client, self._config.rpc_timeout_s, self._caller))
+        refused: list[str] = []
+        for text in texts:
+            try:
+                self._history.add(parse_report(text), now)
+            except BadReport as error:
+                refused.append(str(error))
+        if refused and self._refused.ready():
+            log.warning("refused %d role report(s) that are not this service's (the last: %s); they are ignored",
+                        len(refused), refused[-1])
+
+    def _snapshot(self) -> ServerSnapshot:
+        info = server_info(self._local, self._config.rpc_timeout_s)
+        replay, variables = info[REPLAY_TABLE], info[VARIABLES_TABLE]
+        worker = replay.table_worker_time
+        fields = ("running_ms", "sampling_ms", "inserting_ms", "sleeping_ms", "waiting_for_sampling_ms",
+                  "waiting_for_inserts_ms")
+        now = usage()
+        return ServerSnapshot(now.uptime_s, now.cpu_s, now.kept_from_cpu_s,
+                              replay.rate_limiter_info.insert_stats.completed,
+                              replay.rate_limiter_info.sample_stats.completed,
+                              {name: int(getattr(worker, name)) for name in fields},
+                              variables.rate_limiter_info.sample_stats.completed,
+                              variables.rate_limiter_info.insert_stats.completed)
+
+    def _observation(self, now: float) -> Observation:
+        windows = self._history.windows(now)
+        where = machine()
+        server = None
+        if len(self._snapshots) >= 2:
+            server = server_window(self._snapshots[0][1], self._snapshots[-1][1], self._per_item, where.host,
+                                   where.cores, where.load1)
+        learners = [w for w in windows if w.role == "learner"]
+        return Observation(self._window_s, learners[0] if learners else None,
+                           sorted((w for w in windows if w.role == "actor"), key=lambda w: w.id),
+                           [w for w in windows if w.role == "evaluator"], server,
+                           float(self._config.samples_per_insert or 0.0))
+
+    def _record(self, verdict, observation: Observation) -> None:
+        """TensorBoard scalars (every round), the line as text and in the log (on a change, else once a minute)."""
+        step = int(observation.learner.levels.get("train_step", 0)) if observation.learner else 0
+        scalars = {f"verdict/{name}": value for name, value in verdict.figures.items()}
+        scalars["verdict/part"] = float(PARTS.index(verdict.part))
+        try:
+            self._scalars.write(step, scalars)
+        except (tf.errors.OpError, OSError):
+            return
+        changed = verdict.part != self._last_part
+        if changed or self._repeat.ready():
+            self._last_part = verdict.part
+            log.info("bottleneck: %s", verdict.line())
+            try:
+                with self._writer.as_default(step=step):
+                    tf.summary.text("verdict/line", "\n\n".join([verdict.line(), *verdict.evidence]))
+                self._writer.flush()
+            except (tf.errors.OpError, OSError):
+                pass
