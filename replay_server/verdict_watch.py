@@ -37,6 +37,9 @@ WINDOW_S = 10.0
 PUBLISHED_ACTORS = 32
 #: A verdict that stays the same is logged and written as TensorBoard text this often.
 REPEAT_S = 60.0
+#: Rounds in a row a new part must be judged before it replaces the published one: a window that straddles a
+#: change (a role starting, a burst) can read as a part for one round.
+CONFIRM_ROUNDS = 2
 
 
 class VerdictWatch:
@@ -48,7 +51,7 @@ class VerdictWatch:
         self._per_item = transitions_per_item
         self._interval_s = config.report_interval_s
         self._window_s = max(WINDOW_S, 3 * self._interval_s)
-        self._history = ReportHistory(self._window_s, stale_s=3 * self._window_s)
+        self._history = ReportHistory(self._window_s, stale_s=3 * self._window_s, settle_s=1.5 * self._window_s)
         self._snapshots: collections.deque = collections.deque()
         self._control = RemoteConnection(config.control_address_resolved(), config.rpc_timeout_s, "role reports")
         self._caller = DeadlineCaller()
@@ -57,6 +60,7 @@ class VerdictWatch:
         self._refused = LogThrottle(REPEAT_S)
         self._repeat = LogThrottle(REPEAT_S)
         self._last_part: str | None = None
+        self._new_part: tuple[str, int] = ("", 0)  # a part judged but not yet published, and in how many rounds
         self.latest: dict[str, Any] | None = None
 
     def start(self) -> None:
@@ -80,6 +84,8 @@ class VerdictWatch:
             self._snapshots.popleft()
         observation = self._observation(now)
         verdict = judge(observation)
+        if not self._confirmed(verdict.part):
+            return self.latest
         published = {"part": verdict.part, "line": verdict.line(), "why": verdict.why, "change": verdict.change,
                      "evidence": verdict.evidence, "figures": verdict.figures, "time": time.time(),
                      "window_s": self._window_s,
@@ -90,6 +96,15 @@ class VerdictWatch:
         self._record(verdict, observation)
         self.latest = published
         return published
+
+    def _confirmed(self, part: str) -> bool:
+        """True if `part` is the published part, or has now been judged CONFIRM_ROUNDS rounds in a row."""
+        if self.latest is None or part == self.latest["part"]:
+            self._new_part = ("", 0)
+            return True
+        rounds = self._new_part[1] + 1 if self._new_part[0] == part else 1
+        self._new_part = (part, rounds)
+        return rounds >= CONFIRM_ROUNDS
 
     def _read_reports(self, now: float) -> None:
         texts = self._control.call(lambda client: drain_reports(client, self._config.rpc_timeout_s, self._caller))
@@ -110,7 +125,7 @@ class VerdictWatch:
         fields = ("running_ms", "sampling_ms", "inserting_ms", "sleeping_ms", "waiting_for_sampling_ms",
                   "waiting_for_inserts_ms")
         now = usage()
-        return ServerSnapshot(now.uptime_s, now.cpu_s, now.kept_from_cpu_s,
+        return ServerSnapshot(now.clock_s, now.cpu_s, now.waited_s, now.throttled_s,
                               replay.rate_limiter_info.insert_stats.completed,
                               replay.rate_limiter_info.sample_stats.completed,
                               {name: int(getattr(worker, name)) for name in fields},

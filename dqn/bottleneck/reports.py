@@ -4,7 +4,7 @@ A report holds cumulative counters since the role's process started (env steps, 
 seconds held back by the replay server, ...), the process's CPU seconds and time kept from a core, and its machine.
 Cumulative counters make a lost report harmless and let the reader choose the window: the rates of a window are
 the differences between the newest report of a role and one about a window older, divided by the role's own
-elapsed time (so clocks of different machines never mix).
+clock (so clocks of different machines never mix).
 
 Reports arrive from the network: anything that is not a small JSON object of known fields with finite numbers in
 range is refused (`BadReport`), and a report is never used for anything but the verdict.
@@ -46,14 +46,15 @@ class RoleReport:
 
     role: str
     id: str
-    pid: int
+    instance: str  # one per process start
     host: str
     cores: float
     load1: float | None
     wall: float  # the sender's clock (time.time()) when it sent the report
-    uptime_s: float
+    clock_s: float  # the sender's monotonic clock
     cpu_s: float
-    kept_s: float | None
+    waited_s: float | None  # on a run queue
+    throttled_s: float | None  # by a CPU quota
     counters: dict[str, float]
 
     @property
@@ -102,13 +103,14 @@ def parse_report(data: bytes | str) -> RoleReport:
     if any(checked[name] < 0 for name in COUNTERS[role]):
         raise BadReport("a counter is negative")
     report = RoleReport(
-        role=role, id=_text(value.get("id"), "id", 32), pid=int(_number(value.get("pid"), "pid")),
+        role=role, id=_text(value.get("id"), "id", 32), instance=_text(value.get("instance"), "instance", 32),
         host=_text(value.get("host"), "host", 64), cores=_number(value.get("cores"), "cores"),
         load1=_number(value.get("load1"), "load1", optional=True), wall=_number(value.get("wall"), "wall"),
-        uptime_s=_number(value.get("uptime_s"), "uptime_s"), cpu_s=_number(value.get("cpu_s"), "cpu_s"),
-        kept_s=_number(value.get("kept_s"), "kept_s", optional=True), counters=checked)
-    if report.cores <= 0 or report.uptime_s < 0 or report.cpu_s < 0:
-        raise BadReport("cores, uptime_s or cpu_s out of range")
+        clock_s=_number(value.get("clock_s"), "clock_s"), cpu_s=_number(value.get("cpu_s"), "cpu_s"),
+        waited_s=_number(value.get("waited_s"), "waited_s", optional=True),
+        throttled_s=_number(value.get("throttled_s"), "throttled_s", optional=True), counters=checked)
+    if report.cores <= 0 or report.clock_s < 0 or report.cpu_s < 0:
+        raise BadReport("cores, clock_s or cpu_s out of range")
     return report
 
 
@@ -125,6 +127,7 @@ class RoleWindow:
     wall: float  # the newest report's sender clock
     cpu: float  # cores used on average
     starved: float | None  # kept from a core / (used + kept): 0 = never waited for a core, 1 = never ran
+    throttled: float | None  # share of the window its CPU quota held it back
     rates: dict[str, float]  # totals' differences per second
     levels: dict[str, float]  # the newest report's levels
 
@@ -144,51 +147,62 @@ class RoleWindow:
 
 def role_window(first: RoleReport, last: RoleReport) -> RoleWindow | None:
     """The window between two reports of one process; None if they are too close in time to say anything."""
-    seconds = last.uptime_s - first.uptime_s
+    seconds = last.clock_s - first.clock_s
     if seconds < 0.5:
         return None
-    starved = None
-    if first.kept_s is not None and last.kept_s is not None:
-        used, kept = max(0.0, last.cpu_s - first.cpu_s), max(0.0, last.kept_s - first.kept_s)
-        starved = kept / (used + kept) if used + kept > 0 else 0.0
     rates = {name: (last.counters[name] - first.counters[name]) / seconds for name in COUNTERS[last.role]}
     levels = {name: last.counters[name] for name in LEVELS[last.role]}
     return RoleWindow(last.role, last.id, last.host, last.cores, last.load1, seconds, last.wall,
-                      max(0.0, last.cpu_s - first.cpu_s) / seconds, starved, rates, levels)
+                      max(0.0, last.cpu_s - first.cpu_s) / seconds, *_kept(first, last, seconds), rates, levels)
+
+
+def _kept(first, last, seconds: float) -> tuple[float | None, float | None]:
+    """(starved, throttled) of a process between two readings of its usage (a report or a server snapshot)."""
+    waited = None if first.waited_s is None or last.waited_s is None else max(0.0, last.waited_s - first.waited_s)
+    throttled = (None if first.throttled_s is None or last.throttled_s is None
+                 else max(0.0, last.throttled_s - first.throttled_s))
+    if waited is None and throttled is None:
+        return None, None
+    used, kept = max(0.0, last.cpu_s - first.cpu_s), (waited or 0.0) + (throttled or 0.0)
+    return (kept / (used + kept) if used + kept > 0 else 0.0,
+            None if throttled is None else min(1.0, throttled / seconds))
 
 
 class ReportHistory:
     """The recent reports of every role instance, by arrival time; windows of the last `window_s` seconds.
 
-    A role instance that restarted (another pid, or a smaller uptime) starts a new history; one silent for
-    `stale_s` is forgotten, so a scaled-down actor leaves the verdict.
+    A role judged on its first seconds would be judged on its start (tracing its graphs, filling the replay), so
+    an instance is windowed only once it has reported for `settle_s`. A restarted role (another instance, or
+    counters that went back) starts a new history; one silent for `stale_s` is forgotten, so a scaled-down actor
+    leaves the verdict.
     """
 
-    def __init__(self, window_s: float, stale_s: float):
-        self.window_s, self.stale_s = window_s, stale_s
+    def __init__(self, window_s: float, stale_s: float, settle_s: float):
+        self.window_s, self.stale_s, self.settle_s = window_s, stale_s, settle_s
         self._reports: dict[tuple[str, str], collections.deque] = {}
-        self._last_seen: dict[tuple[str, str], float] = {}
+        self._first_seen: dict[tuple[str, str], float] = {}
 
     def add(self, report: RoleReport, now: float) -> None:
         """Keeps `report`, which arrived at `now` (the reader's monotonic clock)."""
         history = self._reports.setdefault(report.key, collections.deque())
-        if history and (history[-1][1].pid != report.pid or history[-1][1].uptime_s > report.uptime_s):
+        if history and _restarted(history[-1][1], report):
             history.clear()
+        if not history:
+            self._first_seen[report.key] = now
         history.append((now, report))
         while len(history) > 2 and history[1][0] <= now - self.window_s:
             history.popleft()
-        self._last_seen[report.key] = now
 
     def windows(self, now: float) -> list[RoleWindow]:
-        """One window per live role instance with two reports at least half a window apart."""
+        """One window per live, settled role instance with two reports at least half a window apart."""
         windows = []
         for key in list(self._reports):
-            if now - self._last_seen[key] > self.stale_s:
-                del self._reports[key], self._last_seen[key]
-                continue
             history = self._reports[key]
+            if now - history[-1][0] > self.stale_s:
+                del self._reports[key], self._first_seen[key]
+                continue
             first, last = history[0][1], history[-1][1]
-            if last.uptime_s - first.uptime_s < self.window_s / 2:
+            if now - self._first_seen[key] < self.settle_s or last.clock_s - first.clock_s < self.window_s / 2:
                 continue
             window = role_window(first, last)
             if window is not None:
@@ -196,13 +210,21 @@ class ReportHistory:
         return windows
 
 
+def _restarted(before: RoleReport, after: RoleReport) -> bool:
+    """`after` comes from a new process of the same role, or one whose counters went back."""
+    if before.instance != after.instance or after.clock_s < before.clock_s:
+        return True
+    return any(after.counters[name] < before.counters[name] for name in COUNTERS[after.role])
+
+
 @dataclasses.dataclass(frozen=True)
 class ServerSnapshot:
     """The replay server's own cumulative figures at one moment (read by the process that serves the tables)."""
 
-    uptime_s: float
+    clock_s: float
     cpu_s: float
-    kept_s: float | None
+    waited_s: float | None
+    throttled_s: float | None
     inserts: int  # replay items inserted
     samples: int  # replay items sampled
     worker_ms: dict[str, int]  # the replay table worker's time by activity (Reverb's TableWorkerTime)
@@ -220,6 +242,7 @@ class ServerWindow:
     seconds: float
     cpu: float
     starved: float | None
+    throttled: float | None
     inserts_per_s: float  # transitions
     samples_per_s: float  # transitions
     worker: dict[str, float]  # share of the window: busy, idle, inserts_held, samples_held
@@ -235,7 +258,7 @@ class ServerWindow:
 def server_window(first: ServerSnapshot, last: ServerSnapshot, transitions_per_item: int, host: str, cores: float,
                   load1: float | None) -> ServerWindow | None:
     """The server's window between two snapshots, None if they are too close in time."""
-    seconds = last.uptime_s - first.uptime_s
+    seconds = last.clock_s - first.clock_s
     if seconds < 0.5:
         return None
     worked = {name: max(0, last.worker_ms.get(name, 0) - first.worker_ms.get(name, 0)) / 1000 / seconds
@@ -247,11 +270,8 @@ def server_window(first: ServerSnapshot, last: ServerSnapshot, transitions_per_i
               "inserts_held": min(1.0, worked.get("waiting_for_sampling_ms", 0.0)),
               # Samples wait for inserts: the rate limiter holds the learner back until actors insert.
               "samples_held": min(1.0, worked.get("waiting_for_inserts_ms", 0.0))}
-    starved = None
-    if first.kept_s is not None and last.kept_s is not None:
-        used, kept = max(0.0, last.cpu_s - first.cpu_s), max(0.0, last.kept_s - first.kept_s)
-        starved = kept / (used + kept) if used + kept > 0 else 0.0
-    return ServerWindow(host, cores, load1, seconds, max(0.0, last.cpu_s - first.cpu_s) / seconds, starved,
+    return ServerWindow(host, cores, load1, seconds, max(0.0, last.cpu_s - first.cpu_s) / seconds,
+                        *_kept(first, last, seconds),
                         (last.inserts - first.inserts) * transitions_per_item / seconds,
                         (last.samples - first.samples) * transitions_per_item / seconds, worker,
                         (last.pulls - first.pulls) / seconds, (last.publications - first.publications) / seconds)

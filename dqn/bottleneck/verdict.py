@@ -22,16 +22,20 @@ from typing import Any
 from dqn.bottleneck.reports import RoleWindow, ServerWindow
 
 #: The parts a verdict names.
-PARTS = ("learner", "replay server", "replay link", "actors' envs", "actor inference", "weight transfer",
-         "evaluator", "machine's cores", "balanced", "warming up")
-#: A side waits on the other at least this share of its time: it is the longer side, the other is short.
-WAITS = 1 / 3
+PARTS = ("learner", "replay server", "replay link", "actors' envs", "actor inference", "actor writes",
+         "weight transfer", "evaluator", "machine's cores", "balanced", "warming up")
+#: A side that waits on the other at least this share of its time is the faster one by 2x or more: the other is short.
+WAITS = 0.5
 #: A role kept from a core at least this share of the CPU it wanted is limited by its machine.
 STARVED = 0.4
+#: Actors whose weights are this many publications behind the learner: weights cannot travel as often as published.
+STALE_PUBLICATIONS = 4.0
+#: A process whose CPU quota holds it back at least this share of the time is short of CPU by its limit.
+THROTTLED = 0.25
+#: A machine whose cores this run's own roles use to at least this share is filled by the run.
+FILLED = 0.8
 #: An evaluator that uses at least this many cores on a machine where a limiting role waits for one takes it.
 EVALUATOR_CORES = 0.5
-#: Actors whose weights are this many publications behind the learner act on a stale policy.
-STALE_PUBLICATIONS = 4.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -145,24 +149,32 @@ def learner_wall_gap(learner: RoleWindow, actor: RoleWindow) -> float:
     return max(-learner.seconds, min(learner.seconds, actor.wall - learner.wall))
 
 
-def _machine(obs: Observation, host: str, who: str) -> tuple[str, str, str]:
-    """(part, why, change) for a role on `host` kept from its cores: the evaluator's doing, or the machine's."""
-    on_host = [e for e in obs.evaluators if e.host == host]
-    evaluator_cpu = sum(e.cpu for e in on_host)
+def _host_use(obs: Observation, host: str) -> tuple[float, float]:
+    """(cores this run's roles use on `host`, its usable cores) from the windows of the roles there."""
+    windows = [w for w in (obs.learner, *obs.actors, *obs.evaluators, obs.server) if w is not None and w.host == host]
+    return sum(w.cpu for w in windows), max((w.cores for w in windows), default=0.0)
+
+
+def _kept_from_cores(obs: Observation, host: str, who: str, starved: float) -> tuple[str, str, str] | None:
+    """(part, why, change) when `who` on `host` waits for a core that this run's own roles take, else None.
+
+    The evaluator where it takes a core there; the machine where this run's roles fill it. Work outside the run
+    slows every role alike and leaves which side is short as it was, so it alone names no part (the evidence says
+    how busy the machine is).
+    """
+    if starved < STARVED:
+        return None
+    evaluator_cpu = sum(e.cpu for e in obs.evaluators if e.host == host)
     if evaluator_cpu >= EVALUATOR_CORES:
-        return ("evaluator", f"the evaluator uses {evaluator_cpu:.1f} cores on {host}, where the {who} waits for one",
+        return ("evaluator", f"the evaluator uses {evaluator_cpu:.1f} cores on {host}, where the {who} gets "
+                             f"{1 - starved:.0%} of the CPU it wants",
                 "evaluate less often (--eval-interval, --eval-episodes) or run the evaluator on another machine")
-    return ("machine's cores", f"the {who} waits for a core on {host} ({_cores_text(obs, host)})",
-            "give the roles on that machine more cores, or move some (actors, the evaluator) to another machine")
-
-
-def _cores_text(obs: Observation, host: str) -> str:
-    windows = [w for w in (obs.learner, *obs.actors, *obs.evaluators) if w is not None and w.host == host]
-    used = sum(w.cpu for w in windows)
-    cores = max((w.cores for w in windows), default=0.0)
-    loads = [w.load1 for w in windows if w.load1 is not None]
-    load = f", load {loads[0]:.1f}" if loads else ""
-    return f"this run's roles there use {used:.1f} of {cores:g} cores{load}"
+    used, cores = _host_use(obs, host)
+    if cores <= 0 or used < FILLED * cores:
+        return None
+    return ("machine's cores", f"this run's roles use {used:.1f} of the {cores:g} cores of {host} and the {who} gets "
+                               f"{1 - starved:.0%} of the CPU it wants",
+            "more cores for that machine, or move roles (actors, the evaluator) to another one")
 
 
 def judge(obs: Observation) -> Verdict:
@@ -174,40 +186,77 @@ def judge(obs: Observation) -> Verdict:
         return Verdict("warming up", f"waiting for {missing}", "", [], {})
     pack = _Actors.of(actors)
     figures = _figures(obs, pack)
+    evidence = _evidence(obs, pack, figures)
     shares = pack.shares
     held, data_wait = shares["held"], learner.share("data_wait_s")
     inserts_held = server.worker["inserts_held"] if server else 0.0
     samples_held = server.worker["samples_held"] if server else 0.0
-    evidence = _evidence(obs, pack, figures)
-    if shares["no_weights"] > WAITS:
-        return Verdict("warming up", f"actors wait for the learner's first weights "
-                                     f"({shares['no_weights']:.0%} of their time)", "", evidence, figures)
-    stale = figures.get("policy_lag_publications", 0.0)
-    weights_share = shares["weights"] + shares["downloads"]
-    if stale >= STALE_PUBLICATIONS or weights_share > 0.5:
-        return Verdict("weight transfer",
-                       f"actors act on weights {stale:.1f} publications behind the learner and spend "
-                       f"{weights_share:.0%} of their time fetching and swapping weights "
-                       f"({figures.get('mb_per_weight_pull', 0.0):.1f} MB a pull, "
-                       f"{figures.get('weight_pulls_per_s', 0.0):.0f} pulls/s)",
+
+    def verdict(part: str, why: str, change: str) -> Verdict:
+        return Verdict(part, why, change, evidence, figures)
+
+    if shares["no_weights"] >= WAITS:
+        return verdict("warming up", f"actors wait for the learner's first weights ({shares['no_weights']:.0%} of "
+                                     "their time)", "")
+    # Writes or samples that wait while the rate limiter holds neither: the server, or the way to it.
+    on_server = ((held >= WAITS and inserts_held < WAITS / 2) or
+                 (data_wait >= WAITS and held < WAITS and samples_held < WAITS / 2))
+    waits = f"actors wait {held:.0%} of their time on writes, the learner {data_wait:.0%} on data"
+    if on_server and (why := _server_limited(obs)):
+        return verdict("replay server", f"{waits}, and the replay server {why}",
+                       "give the replay server more CPU (its CPU limit, a machine of its own); past one server: "
+                       "replay shards")
+    fetching, stale = shares["downloads"] + shares["weights"], figures.get("policy_lag_publications", 0.0)
+    if fetching >= WAITS or stale >= STALE_PUBLICATIONS:
+        return verdict("weight transfer", f"actors fetch and swap weights {fetching:.0%} of their time and act on "
+                                          f"weights {stale:.1f} publications behind the learner "
+                                          f"({figures.get('mb_per_weight_pull', 0.0):.1f} MB a pull, "
+                                          f"{figures.get('weight_pulls_per_s', 0.0):.0f} pulls/s)",
                        "publish less often (--publish-interval), refresh less often (--weights-refresh-interval-s), "
-                       "or a smaller network; past one server: weights relays", evidence, figures)
-    learner_short = held >= WAITS and inserts_held >= WAITS and data_wait < WAITS
-    actors_short = data_wait >= WAITS and held < WAITS
-    if learner_short:
-        if (learner.starved or 0.0) >= STARVED:
-            part, why, change = _machine(obs, learner.host, "learner")
-            return Verdict(part, why, change, evidence, figures)
-        enough = figures["actors_before_learner_binds"]
+                       "or a smaller network; past one server: weights relays")
+    if on_server:
+        idle = server.worker["idle"] if server else 0.0
+        return verdict("replay link", f"{waits}, while the replay server's table is idle {idle:.0%} of the time and "
+                                      "the server is not short of CPU",
+                       "a faster network between the roles and the replay server, or the roles nearer to it")
+    if held >= WAITS and data_wait < WAITS:
+        kept = _kept_from_cores(obs, learner.host, "learner", learner.starved or 0.0)
+        if kept:
+            return verdict(*kept)
         spi = obs.samples_per_insert
-        return Verdict("learner", f"actors are held back {held:.0%} of their time until the learner samples "
-                                  f"(replay ratio {spi:g}); the learner trains {learner.share('train_s'):.0%} "
-                                  f"of its time", _learner_change(spi, enough, pack.count), evidence, figures)
-    if actors_short or (data_wait >= WAITS and held >= WAITS):
-        return _actor_side(obs, pack, figures, evidence, samples_held)
-    return Verdict("balanced", f"actors held back {held:.0%} of their time, the learner waits for data "
+        return verdict("learner", f"actors are held back {held:.0%} of their time until the learner samples "
+                                  f"(replay ratio {spi:g}); the learner trains {learner.share('train_s'):.0%} of its "
+                                  "time", _learner_change(spi, figures["actors_before_learner_binds"], pack.count))
+    if data_wait >= WAITS:
+        return _actors_short(obs, pack, verdict, data_wait)
+    # Neither side waits on the other: both may still wait for cores that this run's own roles take.
+    kept = (_kept_from_cores(obs, learner.host, "learner", learner.starved or 0.0)
+            or _kept_from_cores(obs, sorted(pack.hosts)[0], "actors", pack.starved))
+    if kept:
+        return verdict(*kept)
+    return verdict("balanced", f"actors are held back {held:.0%} of their time, the learner waits for data "
                                f"{data_wait:.0%} of its time",
-                   f"≈{figures['actors_before_learner_binds']:.1f} actors keep the learner busy", evidence, figures)
+                   f"≈{figures['actors_before_learner_binds']:.1f} actors keep the learner busy, {pack.count} run")
+
+
+def _server_limited(obs: Observation) -> str | None:
+    """Why the replay server itself is short, or None: its CPU limit, all its cores busy, or a machine it shares.
+
+    Waiting on a run queue alone does not count where the run does not fill the server's machine: work outside
+    the run slows every role alike, the server's many threads most of all.
+    """
+    server = obs.server
+    if server is None:
+        return None
+    if (server.throttled or 0.0) >= THROTTLED:
+        return f"is held back by its CPU limit {server.throttled:.0%} of the time (it uses {server.cpu:.2f} cores)"
+    if server.cpu >= FILLED * server.cores:
+        return f"uses {server.cpu:.1f} of its {server.cores:g} cores"
+    used, cores = _host_use(obs, server.host)
+    if (server.starved or 0.0) >= STARVED and cores and used >= FILLED * cores:
+        return (f"gets {1 - server.starved:.0%} of the CPU it wants on {server.host}, whose cores this run's roles "
+                f"fill ({used:.1f} of {cores:g})")
+    return None
 
 
 def _learner_change(spi: float, enough: float, count: int) -> str:
@@ -217,40 +266,25 @@ def _learner_change(spi: float, enough: float, count: int) -> str:
             f"≈{enough:.1f} keep it busy, {count} run")
 
 
-def _actor_side(obs: Observation, pack: _Actors, figures: dict[str, float], evidence: list[str],
-                samples_held: float) -> Verdict:
-    """The learner waits for data: which part of the actors' side (or the server between) is short."""
-    shares, server = pack.shares, obs.server
-    held = shares["held"]
-    more = f"≈{figures['actors_before_learner_binds']:.1f} actors before the learner binds, {pack.count} run"
-    if held >= WAITS and samples_held < WAITS:
-        server_starved = server is not None and (server.starved or 0.0) >= STARVED
-        server_busy = server is not None and server.worker["busy"] >= 0.8
-        if server_starved or server_busy:
-            what = "kept from a core" if server_starved else "busy"
-            return Verdict("replay server", f"actors' writes and the learner's samples both wait on the replay "
-                                            f"server, {what} ({figures.get('server_starved', 0.0):.0%} of the CPU it "
-                                            f"wanted it did not get)",
-                           "give the replay server more CPU (its CPU limit, a machine of its own); past one server: "
-                           "replay shards", evidence, figures)
-    if held >= WAITS:
-        return Verdict("replay link", f"actors wait {held:.0%} of their time for the replay server to confirm "
-                                      f"their writes while its table is idle "
-                                      f"{server.worker['idle'] if server else 0.0:.0%}",
-                       "a faster network between actors and the replay server, or actors nearer to it; more "
-                       "actors only if the link has room", evidence, figures)
-    if pack.starved >= STARVED:
-        host = sorted(pack.hosts)[0]
-        part, why, change = _machine(obs, host, "actors")
-        return Verdict(part, why, change, evidence, figures)
-    if shares["policy"] > shares["env"]:
-        return Verdict("actor inference", f"actors spend {shares['policy']:.0%} of their time choosing actions, "
-                                          f"{shares['env']:.0%} stepping envs",
-                       f"more envs per actor (one policy call serves all), or more actors: {more}", evidence,
-                       figures)
-    return Verdict("actors' envs", f"the learner waits for data {figures['learner_data_wait_share']:.0%} of its "
-                                   f"time; actors spend {shares['env']:.0%} of theirs stepping envs",
-                   f"more actors (or envs per actor): {more}", evidence, figures)
+def _actors_short(obs: Observation, pack: _Actors, verdict, data_wait: float) -> Verdict:
+    """The learner waits for data the rate limiter holds back: which part of the actors' work is short."""
+    shares = pack.shares
+    kept = _kept_from_cores(obs, sorted(pack.hosts)[0], "actors", pack.starved)
+    if kept:
+        return verdict(*kept)
+    work = {"actors' envs": ("stepping envs", shares["env"]),
+            "actor inference": ("choosing actions", shares["policy"]),
+            "actor writes": ("writing items", shares["write"])}
+    part = max(work, key=lambda name: work[name][1])
+    why = (f"the learner waits for data {data_wait:.0%} of its time; actors spend "
+           + ", ".join(f"{share:.0%} {what}" for what, share in sorted(work.values(), key=lambda w: -w[1])))
+    more = verdict("", "", "").figures["actors_before_learner_binds"]
+    more = f"≈{more:.1f} actors keep the learner busy, {pack.count} run"
+    change = {"actors' envs": f"more actors, or more envs per actor: {more}",
+              "actor inference": f"more envs per actor (one policy call serves them all), or more actors: {more}",
+              "actor writes": f"more envs per item (--envs-per-item: one write serves them all), or more actors: "
+                              f"{more}"}[part]
+    return verdict(part, why, change)
 
 
 def _evidence(obs: Observation, pack: _Actors, figures: dict[str, float]) -> list[str]:

@@ -18,11 +18,12 @@ import time
 
 @dataclasses.dataclass(frozen=True)
 class Usage:
-    """Cumulative figures of this process at one moment (seconds since it started)."""
+    """Cumulative figures of this process at one moment."""
 
-    uptime_s: float
+    clock_s: float  # time.monotonic(): only differences between two readings of one process mean anything
     cpu_s: float
-    kept_from_cpu_s: float | None  # run-queue waits + cgroup throttling; None where neither is readable
+    waited_s: float | None  # runnable but waiting on a run queue (None where Linux does not say)
+    throttled_s: float | None  # held back by its cgroup's CPU quota (None without one to read)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,14 +35,10 @@ class Machine:
     load1: float | None  # the 1-minute load average of the machine
 
 
-_STARTED = time.monotonic()
-
-
 def usage() -> Usage:
     """Cumulative CPU seconds and time kept from a core of this process, now."""
-    waits, throttled = _run_queue_wait_s(), _cgroup_throttled_s()
-    kept = None if waits is None and throttled is None else (waits or 0.0) + (throttled or 0.0)
-    return Usage(time.monotonic() - _STARTED, time.process_time(), kept)
+    clock_s, cpu_s = time.monotonic(), time.process_time()
+    return Usage(clock_s, cpu_s, _run_queue_wait_s(), _cgroup_throttled_s())
 
 
 def machine() -> Machine:

@@ -10,9 +10,9 @@ else read (`fetch_verdict`) wherever the roles run: the verdict depends on no fi
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -43,6 +43,8 @@ class RoleReporter:
         self.connection = RemoteConnection(address, min(timeout_s, interval_s * 2), "role report")
         self._role, self._id, self._counters, self._interval_s = role, role_id, counters, interval_s
         self._stop = threading.Event()
+        # Tells a restarted role from the one before it: in a container every role may run as PID 1.
+        self._instance = uuid.uuid4().hex[:12]
         self.sent = 0
         if interval_s > 0:
             threading.Thread(target=self._run, name="role-reports", daemon=True).start()
@@ -53,10 +55,12 @@ class RoleReporter:
 
     def report(self) -> RoleReport:
         """The report of this process, now."""
+        # The counters and the clock they are divided by are read back to back: on a busy machine this thread may
+        # wait long for a core between any two steps, and a counter read after a stale clock overstates its rate.
+        counters = {name: float(value) for name, value in self._counters().items()}
         now, where = usage(), machine()
-        return RoleReport(self._role, self._id, os.getpid(), where.host, where.cores, where.load1, time.time(),
-                          now.uptime_s, now.cpu_s, now.kept_from_cpu_s,
-                          {name: float(value) for name, value in self._counters().items()})
+        return RoleReport(self._role, self._id, self._instance, where.host, where.cores, where.load1, time.time(),
+                          now.clock_s, now.cpu_s, now.waited_s, now.throttled_s, counters)
 
     def _run(self) -> None:
         while not self._stop.wait(self._interval_s):
