@@ -53,7 +53,11 @@ class VerdictWatch:
         self._window_s = max(WINDOW_S, 3 * self._interval_s)
         self._history = ReportHistory(self._window_s, stale_s=3 * self._window_s, settle_s=1.5 * self._window_s)
         self._snapshots: collections.deque = collections.deque()
-        self._control = RemoteConnection(config.control_address_resolved(), config.rpc_timeout_s, "role reports")
+        # The reports and the verdict are control tables: this server's own, unless control_address names another.
+        # Never replay_address: that is how other roles reach a server, not necessarily this one.
+        own = f"localhost:{config.port}"
+        self._control = RemoteConnection(config.control_address or own, config.rpc_timeout_s, "role reports",
+                                         client=None if config.control_address else client)
         self._caller = DeadlineCaller()
         self._writer, self._scalars = writer, GraphScalars(writer)
         self._stop = stop

@@ -107,9 +107,15 @@ class FarHost:
         run("ip", "netns", "exec", self.netns, "tc", "qdisc", "replace", "dev", f"{self.veth}p", "root", "tbf",
             "rate", rate, "burst", "4kb", "latency", "200ms")
 
+    def slow_inbound(self, rate: str) -> None:
+        """Shapes what reaches the far host (weights pulled from the replay server) at this end of its own veth."""
+        run("tc", "qdisc", "replace", "dev", self.veth, "root", "tbf", "rate", rate, "burst", "32kb", "latency",
+            "400ms")
+
     def unslow(self) -> None:
-        """Takes the shaping off again."""
+        """Takes the shaping off both ends again."""
         run("ip", "netns", "exec", self.netns, "tc", "qdisc", "del", "dev", f"{self.veth}p", "root", check=False)
+        run("tc", "qdisc", "del", "dev", self.veth, "root", check=False)
 
     def close(self) -> None:
         """Removes the namespace and the veth pair (missing ones are fine)."""
@@ -136,13 +142,17 @@ class VerdictWatcher:
             self.seen.append((time.monotonic(), verdict))
         return verdict
 
-    def wait_for(self, part: str, within_s: float, what: str) -> tuple[float, dict]:
-        """(seconds it took, the verdict) once the verdict names `part` within `within_s`; fails with what it saw."""
-        started = time.monotonic()
-        while time.monotonic() - started < within_s:
+    def wait_for(self, part: str, within_s: float, what: str, reads: int = 1) -> tuple[float, dict]:
+        """(seconds it took, the verdict) once `reads` reads in a row name `part`, the first within `within_s`.
+
+        Fails naming every verdict it saw.
+        """
+        started, streak = time.monotonic(), []
+        while time.monotonic() - started < within_s or streak:
             verdict = self.read()
-            if verdict is not None and verdict["part"] == part:
-                return time.monotonic() - started, verdict
+            streak = streak + [time.monotonic()] if verdict is not None and verdict["part"] == part else []
+            if len(streak) >= reads:
+                return streak[0] - started, verdict
             time.sleep(self.interval_s)
         lines = "\n".join(f"  +{t - started:4.0f} s {v['line']}" for t, v in self.seen if t >= started)
         raise AssertionError(f"{what}: no verdict named {part!r} within {within_s:.0f} s; the verdicts were:\n{lines}")

@@ -1,16 +1,16 @@
 """`judge`: which part limits the run now, from the roles' windows (dqn/bottleneck/reports.py). Pure: no I/O.
 
-The replay table's rate limiter keeps actors and learner at `samples_per_insert`, so one side always waits for the
-other, and the replay server's table worker says which: inserts held until the learner samples (the learner's
-side is short) or samples held until actors insert (the actors' side is short). Each role's own times then say
-which part of that side: the learner's train step or its CPU; the actors' env steps, policy calls, writes
-waiting on the server, weight swaps, or their CPU. A role that waits for a core it cannot get is limited by its
-machine (the evaluator's, where that one takes the core). Writes and samples that wait while the table's worker
-is neither holding them nor busy wait on the link or on a replay server starved of CPU.
+The replay table's rate limiter keeps actors and learner at `samples_per_insert`, so the faster side waits for the
+slower one. Actors held back by the server while Reverb's table worker holds their inserts: the learner's side is
+short. A learner waiting for data the worker holds back: the actors' side. Writes or samples that wait while the
+rate limiter holds neither wait on the replay server (where it lacks CPU: its quota, its cores, or a machine this
+run fills) or on the link to it. Weights fetched back to back limit the actors' policy: the weight transfer.
+Within a side, the roles' own seconds name the part (the learner's train step; the actors' env steps, policy calls
+or item writes), unless the role waits for a core that this run's evaluator takes or that this run's own roles
+fill. Work outside the run slows every role alike and leaves the sides as they are, so it names no part by itself.
 
-Thresholds are shares of wall time, chosen so that only a part that takes most of its side's time is named: a
-side that waits under a third of the time on the other is not short, and a run where neither is short is
-"balanced".
+A side is short when the other waits on it half its time or more (their speeds differ by 2x or more); a run where
+neither side is short and no role waits for the run's own CPU is "balanced".
 """
 
 from __future__ import annotations
@@ -34,8 +34,9 @@ STALE_PUBLICATIONS = 4.0
 THROTTLED = 0.25
 #: A machine whose cores this run's own roles use to at least this share is filled by the run.
 FILLED = 0.8
-#: An evaluator that uses at least this many cores on a machine where a limiting role waits for one takes it.
-EVALUATOR_CORES = 0.5
+#: An evaluator that takes at least this share of the CPU this run's roles get on a machine where a limiting role
+#: waits for a core takes that core (a share, not cores: work outside the run leaves the run less of the machine).
+EVALUATOR_SHARE = 1 / 3
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,7 +126,7 @@ def _figures(obs: Observation, actors: _Actors) -> dict[str, float]:
                         "learner_starved": learner.starved or 0.0,
                         "learner_wants_per_s": consumed_free / max(ratio, 1e-9),
                         "actors_before_learner_binds": consumed_free / max(ratio, 1e-9) / max(per_actor_free, 1e-9)})
-        lags = [learner.levels["train_step"] + sgd * (learner_wall_gap(learner, a)) - a.levels["weights_step"]
+        lags = [learner.levels["train_step"] + sgd * (_wall_gap(learner, a)) - a.levels["weights_step"]
                 for a in obs.actors if a.levels.get("weights_step", -1) >= 0]
         if lags:
             lag = max(0.0, statistics.median(lags))
@@ -144,7 +145,7 @@ def _figures(obs: Observation, actors: _Actors) -> dict[str, float]:
     return figures
 
 
-def learner_wall_gap(learner: RoleWindow, actor: RoleWindow) -> float:
+def _wall_gap(learner: RoleWindow, actor: RoleWindow) -> float:
     """Seconds from the learner's newest report to the actor's, by their senders' clocks (kept within a window)."""
     return max(-learner.seconds, min(learner.seconds, actor.wall - learner.wall))
 
@@ -164,12 +165,12 @@ def _kept_from_cores(obs: Observation, host: str, who: str, starved: float) -> t
     """
     if starved < STARVED:
         return None
-    evaluator_cpu = sum(e.cpu for e in obs.evaluators if e.host == host)
-    if evaluator_cpu >= EVALUATOR_CORES:
-        return ("evaluator", f"the evaluator uses {evaluator_cpu:.1f} cores on {host}, where the {who} gets "
-                             f"{1 - starved:.0%} of the CPU it wants",
-                "evaluate less often (--eval-interval, --eval-episodes) or run the evaluator on another machine")
     used, cores = _host_use(obs, host)
+    evaluator_cpu = sum(e.cpu for e in obs.evaluators if e.host == host)
+    if used > 0 and evaluator_cpu >= EVALUATOR_SHARE * used:
+        return ("evaluator", f"the evaluator takes {evaluator_cpu:.2f} of the {used:.2f} cores this run's roles get "
+                             f"on {host}, where the {who} gets {1 - starved:.0%} of the CPU it wants",
+                "evaluate less often (--eval-interval, --eval-episodes) or run the evaluator on another machine")
     if cores <= 0 or used < FILLED * cores:
         return None
     return ("machine's cores", f"this run's roles use {used:.1f} of the {cores:g} cores of {host} and the {who} gets "
@@ -207,7 +208,9 @@ def judge(obs: Observation) -> Verdict:
                        "give the replay server more CPU (its CPU limit, a machine of its own); past one server: "
                        "replay shards")
     fetching, stale = shares["downloads"] + shares["weights"], figures.get("policy_lag_publications", 0.0)
-    if fetching >= WAITS or stale >= STALE_PUBLICATIONS:
+    # Stale weights alone may only mean actors seldom ask (held back, or a slow loop): the transfer limits when it
+    # runs most of the time, or runs a good share of it and still falls publications behind.
+    if fetching >= WAITS or (stale >= STALE_PUBLICATIONS and fetching >= WAITS / 2):
         return verdict("weight transfer", f"actors fetch and swap weights {fetching:.0%} of their time and act on "
                                           f"weights {stale:.1f} publications behind the learner "
                                           f"({figures.get('mb_per_weight_pull', 0.0):.1f} MB a pull, "
@@ -219,7 +222,9 @@ def judge(obs: Observation) -> Verdict:
         return verdict("replay link", f"{waits}, while the replay server's table is idle {idle:.0%} of the time and "
                                       "the server is not short of CPU",
                        "a faster network between the roles and the replay server, or the roles nearer to it")
-    if held >= WAITS and data_wait < WAITS:
+    # From here the rate limiter holds whichever side waits: held actors wait for the learner (even where the
+    # learner waits for its own input pipeline too), a learner waiting for data waits for the actors.
+    if held >= WAITS:
         kept = _kept_from_cores(obs, learner.host, "learner", learner.starved or 0.0)
         if kept:
             return verdict(*kept)
@@ -228,7 +233,7 @@ def judge(obs: Observation) -> Verdict:
                                   f"(replay ratio {spi:g}); the learner trains {learner.share('train_s'):.0%} of its "
                                   "time", _learner_change(spi, figures["actors_before_learner_binds"], pack.count))
     if data_wait >= WAITS:
-        return _actors_short(obs, pack, verdict, data_wait)
+        return _actors_short(obs, pack, verdict, data_wait, figures["actors_before_learner_binds"])
     # Neither side waits on the other: both may still wait for cores that this run's own roles take.
     kept = (_kept_from_cores(obs, learner.host, "learner", learner.starved or 0.0)
             or _kept_from_cores(obs, sorted(pack.hosts)[0], "actors", pack.starved))
@@ -266,7 +271,7 @@ def _learner_change(spi: float, enough: float, count: int) -> str:
             f"≈{enough:.1f} keep it busy, {count} run")
 
 
-def _actors_short(obs: Observation, pack: _Actors, verdict, data_wait: float) -> Verdict:
+def _actors_short(obs: Observation, pack: _Actors, verdict, data_wait: float, enough: float) -> Verdict:
     """The learner waits for data the rate limiter holds back: which part of the actors' work is short."""
     shares = pack.shares
     kept = _kept_from_cores(obs, sorted(pack.hosts)[0], "actors", pack.starved)
@@ -278,8 +283,7 @@ def _actors_short(obs: Observation, pack: _Actors, verdict, data_wait: float) ->
     part = max(work, key=lambda name: work[name][1])
     why = (f"the learner waits for data {data_wait:.0%} of its time; actors spend "
            + ", ".join(f"{share:.0%} {what}" for what, share in sorted(work.values(), key=lambda w: -w[1])))
-    more = verdict("", "", "").figures["actors_before_learner_binds"]
-    more = f"≈{more:.1f} actors keep the learner busy, {pack.count} run"
+    more = f"≈{enough:.1f} actors keep the learner busy, {pack.count} run"
     change = {"actors' envs": f"more actors, or more envs per actor: {more}",
               "actor inference": f"more envs per actor (one policy call serves them all), or more actors: {more}",
               "actor writes": f"more envs per item (--envs-per-item: one write serves them all), or more actors: "
@@ -309,6 +313,12 @@ def _evidence(obs: Observation, pack: _Actors, figures: dict[str, float]) -> lis
     for evaluator in obs.evaluators:
         lines.append(f"evaluator on {evaluator.host}: busy {evaluator.share('busy_s'):.0%}, CPU "
                      f"{evaluator.cpu:.2f} cores")
+    for host in sorted({w.host for w in (obs.learner, *obs.actors, *obs.evaluators, obs.server) if w is not None}):
+        used, cores = _host_use(obs, host)
+        loads = [w.load1 for w in (obs.learner, *obs.actors, *obs.evaluators, obs.server)
+                 if w is not None and w.host == host and w.load1 is not None]
+        load = f", load {max(loads):.1f}" if loads else ""
+        lines.append(f"machine {host}: {cores:g} cores{load}; this run's roles there use {used:.2f}")
     if "policy_lag_steps" in figures:
         lines.append(f"policy lag: {figures['policy_lag_steps']:.0f} train steps "
                      f"({figures['policy_lag_publications']:.1f} publications)")
