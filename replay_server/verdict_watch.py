@@ -62,6 +62,7 @@ class VerdictWatch:
         self._writer, self._scalars = writer, GraphScalars(writer)
         self._stop = stop
         self._refused = LogThrottle(REPEAT_S)
+        self._failed = LogThrottle(REPEAT_S)
         self._repeat = LogThrottle(REPEAT_S)
         self._last_part: str | None = None
         self._new_part: tuple[str, int] = ("", 0)  # a part judged but not yet published, and in how many rounds
@@ -77,8 +78,9 @@ class VerdictWatch:
             try:
                 self.step(time.monotonic())
             except Exception as error:  # noqa: BLE001 - the verdict must never take the server down
-                log.warning("bottleneck verdict skipped (%s: %s); next in %.0f s", type(error).__name__, error,
-                            self._interval_s)
+                if self._failed.ready():
+                    log.warning("bottleneck verdict skipped (%s: %s); retrying every %.0f s, warning once a minute",
+                                type(error).__name__, error, self._interval_s)
 
     def step(self, now: float) -> dict[str, Any] | None:
         """One round: read reports and counters, judge, publish. The published verdict, or None without one."""
@@ -134,7 +136,8 @@ class VerdictWatch:
                               replay.rate_limiter_info.sample_stats.completed,
                               {name: int(getattr(worker, name)) for name in fields},
                               variables.rate_limiter_info.sample_stats.completed,
-                              variables.rate_limiter_info.insert_stats.completed)
+                              variables.rate_limiter_info.insert_stats.completed, replay.current_size,
+                              replay.rate_limiter_info.min_size_to_sample)
 
     def _observation(self, now: float) -> Observation:
         windows = self._history.windows(now)

@@ -230,6 +230,8 @@ class ServerSnapshot:
     worker_ms: dict[str, int]  # the replay table worker's time by activity (Reverb's TableWorkerTime)
     pulls: int  # weight downloads served (variables table samples)
     publications: int  # weight publications (variables table inserts)
+    size: int = 0  # replay items held
+    min_size: int = 0  # replay items the learner waits for before its first sample
 
 
 @dataclasses.dataclass(frozen=True)
@@ -248,6 +250,7 @@ class ServerWindow:
     worker: dict[str, float]  # share of the window: busy, idle, inserts_held, samples_held
     pulls_per_s: float
     publications_per_s: float
+    filling: str = ""  # "<size> of <min_size> items" while the replay table is below the learner's minimum
 
     @classmethod
     def from_dict(cls, value: dict[str, Any]) -> ServerWindow:
@@ -274,4 +277,5 @@ def server_window(first: ServerSnapshot, last: ServerSnapshot, transitions_per_i
                         *_kept(first, last, seconds),
                         (last.inserts - first.inserts) * transitions_per_item / seconds,
                         (last.samples - first.samples) * transitions_per_item / seconds, worker,
-                        (last.pulls - first.pulls) / seconds, (last.publications - first.publications) / seconds)
+                        (last.pulls - first.pulls) / seconds, (last.publications - first.publications) / seconds,
+                        f"{last.size} of {last.min_size} items" if last.size < last.min_size else "")

@@ -196,6 +196,8 @@ def judge(obs: Observation) -> Verdict:
     def verdict(part: str, why: str, change: str) -> Verdict:
         return Verdict(part, why, change, evidence, figures)
 
+    if server is not None and server.filling:
+        return verdict("warming up", f"the replay table fills to the learner's minimum ({server.filling})", "")
     if shares["no_weights"] >= WAITS:
         return verdict("warming up", f"actors wait for the learner's first weights ({shares['no_weights']:.0%} of "
                                      "their time)", "")

@@ -74,7 +74,10 @@ class RoleReporter:
 
 def drain_reports(client: reverb.Client, timeout_s: float, caller: DeadlineCaller) -> list[bytes]:
     """Every report waiting in `role_reports` (up to DRAIN_LIMIT), each read once; [] when there is none."""
-    waiting = server_info(client, timeout_s)[ROLE_REPORTS_TABLE].current_size
+    info = server_info(client, timeout_s)
+    if ROLE_REPORTS_TABLE not in info:
+        raise LookupError(f"the server has no {ROLE_REPORTS_TABLE} table (a control server of an older version?)")
+    waiting = info[ROLE_REPORTS_TABLE].current_size
     if waiting == 0:
         return []
     count = min(waiting, DRAIN_LIMIT)

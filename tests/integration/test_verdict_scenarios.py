@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from dqn.bottleneck.verdict import PARTS
 from tests.conftest import REPO, RoleProcess, free_port, health_status, stop_all, wait_until
 from tests.verdict_bed import CpuQuota, FarHost, VerdictWatcher, record_observation
 
@@ -157,6 +158,25 @@ def local_scenario(tmp_path: Path, part: str, what: str, record: str, *flags: st
             except subprocess.TimeoutExpired:
                 process.kill()
     print(output.read_text(errors="replace")[-1500:])
+    lines, parts = verdict_summaries(tmp_path / "run" / "replay")
+    assert any(line.startswith(f"{part}: ") for line in lines), lines
+    assert PARTS.index(part) in parts, parts
+
+
+def verdict_summaries(directory: Path) -> tuple[list[str], set[int]]:
+    """(the verdict/line texts, the verdict/part values) the replay server wrote to TensorBoard."""
+    import tensorflow as tf
+    from tensorflow.core.util import event_pb2
+
+    lines, parts = [], set()
+    for path in sorted(directory.glob("events.out.tfevents.*")):
+        for record in tf.data.TFRecordDataset(str(path)):
+            for value in event_pb2.Event.FromString(record.numpy()).summary.value:
+                if value.tag == "verdict/line":
+                    lines.append(tf.make_ndarray(value.tensor).item().decode())
+                elif value.tag == "verdict/part":
+                    parts.add(int(tf.make_ndarray(value.tensor)))
+    return lines, parts
 
 
 def test_high_replay_ratio_names_the_learner(tmp_path: Path):

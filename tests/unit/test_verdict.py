@@ -156,8 +156,12 @@ def test_outside_load_alone_names_no_part_but_a_run_that_fills_its_machine_names
     assert judge(busy_run(actor_cpu=0.9, evaluator_cpu=0.05, starved=0.2)).part == "balanced"
 
 
-def test_warming_up_until_the_learner_and_actors_report_and_the_warm_up_ends():
+def test_warming_up_until_the_learner_and_actors_report_the_replay_fills_and_the_warm_up_ends():
     run = busy_run(0.3, 0.05, 0.1)
+    empty = ServerSnapshot(0.0, 0.0, 0.0, 0.0, 0, 0, {}, 0, 0, size=0, min_size=50)
+    filling = server_window(empty, dataclasses.replace(empty, clock_s=10.0, inserts=30, size=30), 16, "m", 2.0, 1.0)
+    verdict = judge(dataclasses.replace(run, server=filling))
+    assert verdict.part == "warming up" and "30 of 50 items" in verdict.why
     assert judge(dataclasses.replace(run, learner=None)).part == "warming up"
     assert judge(dataclasses.replace(run, actors=[])).part == "warming up"
     warming = dataclasses.replace(run.actors[0], levels={**run.actors[0].levels, "warming_up": 1.0})
