@@ -23,6 +23,7 @@ from dqn.process.progress import EpisodeStats, write_progress
 from dqn.process.runtime import StopSignal, use_one_core
 from dqn.process.summaries import GraphScalars
 from dqn.process.usage import Laps
+from dqn.process.write_guard import WriteGuard
 from dqn.remote.replay_client import ServerClients, wait_for_servers
 from dqn.remote.role_reports import RoleReporter
 from dqn.remote.weights_puller import WeightsPuller
@@ -30,6 +31,8 @@ from dqn.resolve import run_env_specs
 from dqn.settings.config import ActorConfig, actor_dir
 
 log = logging.getLogger("actor")
+#: The actor's writes to the run root (summaries, progress file), which a full disk must not stop.
+try_write = WriteGuard("actor")
 
 #: Seconds the actor's last writes get at shutdown. A healthy server confirms in-flight items within milliseconds;
 #: items still unconfirmed after this were never stored (after the learner stops, the rate limiter holds them for
@@ -94,7 +97,7 @@ class Actor:
         self.policy = builder.make_collect_policy(config.num_envs, self.seed,
                                                   q_values=self.initial_priorities is not None)
         self.warmup_policy = builder.make_warmup_policy(config.num_envs, self.seed)
-        self.puller = WeightsPuller(config.control_address_resolved(), config.rpc_timeout_s)
+        self.puller = WeightsPuller(config.control_address_resolved(), config.rpc_timeout_s, key=config.shared_key)
         self.summary_dir = config.path(actor_dir(config.actor_id))
         self.summary_writer = tf.summary.create_file_writer(self.summary_dir)
         self.scalars = GraphScalars(self.summary_writer)
@@ -105,6 +108,7 @@ class Actor:
         self.env_steps = 0
         self._previous_step_faulted = np.zeros(config.num_envs, dtype=bool)  # envs whose last env step faulted
         self.throttled_s = 0.0
+        self._beat = lambda: None  # the health heartbeat, set by run()
         self.status = "warming up"
         self._last_summary = (time.monotonic(), 0)
         self._notices = LogThrottle(15.0)
@@ -139,6 +143,7 @@ class Actor:
     def _wait_for_replay(self) -> None:
         """Backpressure: hold the envs while the rate limiter (or a dead server) holds inserts back."""
         while not self.writer.wait_for_server(self.config.max_pending_items, timeout_ms=1000):
+            self._beat()  # a wait under a deadline is a loop that runs: the learner may be down for long
             self.throttled_s += 1.0
             self.status = "throttled (learner behind or replay unreachable)"
             self.maybe_summarize()
@@ -193,22 +198,27 @@ class Actor:
                    "actor/policy_lag_at_refresh": self.policy_lag,
                    "actor/episodes": self.stats.episodes,
                    "actor/env_restarts": self.env.restarts,
-                   "actor/throttled_seconds": self.throttled_s}
+                   "actor/throttled_seconds": self.throttled_s,
+                   "actor/refused_weights": self.puller.refused.count}
         if self.stats.recent_returns:
             scalars.update({"actor/average_return": self.stats.average_return(),
                             "actor/average_episode_length": self.stats.average_length()})
-        self.scalars.write(self.env_steps, scalars)  # one graph call (dqn/process/summaries.py)
-        write_progress(self.summary_dir, env_steps=self.env_steps, env_steps_per_sec=rate,
-                       episodes=self.stats.episodes, env_restarts=self.env.restarts,
-                       weights_train_step=self.weights_step, items=self.writer.items_created,
-                       epsilon=scalars["actor/epsilon"], status=self.status)
+        # A full run root costs the summaries and the progress file, never the collecting.
+        try_write("summaries", self.scalars.write, self.env_steps, scalars)  # one graph call
+        try_write("progress file", write_progress, self.summary_dir, env_steps=self.env_steps,
+                  env_steps_per_sec=rate, episodes=self.stats.episodes, env_restarts=self.env.restarts,
+                  weights_train_step=self.weights_step, items=self.writer.items_created,
+                  epsilon=scalars["actor/epsilon"], refused_weights=self.puller.refused.count,
+                  status=self.status)
 
-    def run(self) -> None:
-        """Collects until a stop signal or max_env_steps."""
+    def run(self, beat=lambda: None) -> None:
+        """Collects until a stop signal or max_env_steps; calls `beat()` on every pass (the health heartbeat)."""
+        self._beat = beat
         config = self.config
         next_refresh, next_refresh_time = config.warmup_steps, 0.0
         self.time_step = self.env.reset()
         while not self.stop.requested and not (config.max_env_steps and self.env_steps >= config.max_env_steps):
+            beat()
             if self.env_steps >= config.warmup_steps:
                 # Why a time bound too: with few or slow envs, env steps alone would let the policy fall hundreds
                 # of train steps behind the learner (and exploration that follows the greedy policy stall).
@@ -236,7 +246,7 @@ class Actor:
         self.maybe_summarize(force=True)  # the launcher's final summary reads the env steps from here
         self.reporter.close()
         self.puller.close()
-        self.summary_writer.flush()
+        try_write("summaries", self.summary_writer.flush)
         self.env.close()
 
 
@@ -244,13 +254,13 @@ def run(config: ActorConfig) -> int:
     """Collects until stopped (SIGTERM/SIGINT) or `max_env_steps`; returns the exit code."""
     use_one_core()
     stop = StopSignal()
-    health = start_health(config.health_port, "actor")
+    health = start_health(config, "actor")
     actor = Actor(config, wait_for_servers(config), stop)
     health.set(True)
     log.info("actor %d: %d envs of %s, writing to %s; policy in %s%s", config.actor_id, config.num_envs,
              config.env_id, config.replay_address, "numpy" if actor.policy.runs_in == "numpy" else "a graph call",
              "; initial priorities: own TD errors" if actor.initial_priorities else "")
-    actor.run()
+    actor.run(health.beat)
     log.info("stopping after %d env steps (%s)", actor.env_steps, stop.signal_name or "max_env_steps reached")
     health.set(False)
     actor.close()

@@ -138,7 +138,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "local":  # the roles' imports run in the forkserver while the checks below run here
             from launcher.forked import start_forkserver
 
-            start_forkserver()
+            start_forkserver(config.isolate_network)
         if getattr(config, "actor_id", 0) < 0:  # replicas share one config: give each a stable id of its own
             config = dataclasses.replace(config, actor_id=config.resolved_actor_id())
         setup_logging(args.command)  # before auto settings are decided: each says in one line what it chose

@@ -12,6 +12,7 @@ import numpy as np
 from tf_agents.policies import policy_saver
 
 from dqn.envs.making import EnvOptions
+from dqn.files import replace_directory
 
 log = logging.getLogger(__name__)
 
@@ -25,12 +26,7 @@ def export_policy(saver: policy_saver.PolicySaver, directory: str, step: int) ->
     tmp = f"{directory}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     saver.save(tmp)
-    old = f"{directory}.old"
-    shutil.rmtree(old, ignore_errors=True)
-    if os.path.exists(directory):
-        os.replace(directory, old)
-    os.replace(tmp, directory)
-    shutil.rmtree(old, ignore_errors=True)
+    replace_directory(tmp, directory)  # a reader finds the old export or the new one, never none
     log.info("exported greedy policy of step %d to %s", step, directory)
 
 

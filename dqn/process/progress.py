@@ -57,7 +57,7 @@ class EpisodeStats:
 def write_progress(directory: str, **values: Any) -> None:
     """Atomically replaces `<directory>/progress.json` with these values and a timestamp."""
     os.makedirs(directory, exist_ok=True)
-    with atomic_write(os.path.join(directory, "progress.json")) as handle:
+    with atomic_write(os.path.join(directory, "progress.json"), durable=False) as handle:
         json.dump({**values, "time": time.time()}, handle)
 
 

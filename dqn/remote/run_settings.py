@@ -75,7 +75,7 @@ def wait_for_run_settings(address: str, wait_s: float, timeout_s: float, replay_
     answered = False
     while True:
         client = wait_for_server(address, wait_s=max(1.0, deadline - time.monotonic()), call_timeout_s=timeout_s,
-                                 expected=(RUN_SETTINGS_TABLE,))
+                                 expected=(RUN_SETTINGS_TABLE,), name="replay" if replay_too else "control")
         try:
             settings = fetch_run_settings(client, timeout_s)
         except _RESTARTING:  # it stopped its pending tables and starts its final ones

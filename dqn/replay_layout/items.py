@@ -31,6 +31,8 @@ TRAIN_STEP_KEY = "train_step"
 EXPLORATION_START_KEY = "exploration_start"
 #: Key of the single item in `learner_requests`: the train step of the evaluation that asked for a reset.
 RESET_REQUEST_STEP_KEY = "reset_request_step"
+#: Key of the HMAC of a `variables` or `learner_requests` item (dqn/remote/item_signing.py); empty when unsigned.
+SIGNATURE_KEY = "signature"
 #: Key in a replay item's `policy_info` of the actor's initial priority (see `actors_send_priorities`).
 INITIAL_PRIORITY_KEY = "initial_priority"
 

@@ -20,6 +20,7 @@ from dqn.replay_layout.items import (
     ROLE_REPORTS_TABLE,
     RUN_SETTINGS_KEY,
     RUN_SETTINGS_TABLE,
+    SIGNATURE_KEY,
     TRAIN_STEP_KEY,
     VARIABLES_TABLE,
     VERDICT_TABLE,
@@ -44,17 +45,22 @@ def replay_signature(shape: ItemShape, step_spec) -> object:
 
 
 def variables_signature(policy_variables: list) -> dict[str, object]:
-    """Signature of the single `variables` item: policy weights, their train step, the epsilon schedule's start."""
+    """Signature of the single `variables` item: policy weights, their train step, the epsilon schedule's start.
+
+    Its `signature` field (an HMAC, empty without a shared key) is there with or without a key, so turning the key
+    on or off never changes the table.
+    """
     return {
         POLICY_VARIABLES_KEY: [tf.TensorSpec(v.shape, v.dtype) for v in policy_variables],
         TRAIN_STEP_KEY: tf.TensorSpec((), tf.int64),
         EXPLORATION_START_KEY: tf.TensorSpec((), tf.int64),
+        SIGNATURE_KEY: tf.TensorSpec((), tf.string),
     }
 
 
 def requests_signature() -> dict[str, object]:
-    """Signature of the single `learner_requests` item: the train step of the evaluation asking for a reset."""
-    return {RESET_REQUEST_STEP_KEY: tf.TensorSpec((), tf.int64)}
+    """Signature of the single `learner_requests` item: the train step of the evaluation asking for a reset, signed."""
+    return {RESET_REQUEST_STEP_KEY: tf.TensorSpec((), tf.int64), SIGNATURE_KEY: tf.TensorSpec((), tf.string)}
 
 
 def run_settings_signature() -> dict[str, object]:
