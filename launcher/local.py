@@ -31,7 +31,7 @@ from dqn.settings.config import LocalConfig, actor_dir, role_dir
 from launcher.eval_records import EvalRecords
 from launcher.forked import ForkedRole
 from launcher.network import exposure_warning, isolation_refusal, network_namespace
-from launcher.verdict_line import LiveVerdict, short_verdict
+from launcher.verdict_line import read_verdict, short_verdict
 from replay_server.checkpoint_dir import check_checkpoint_dir
 from replay_server.memory_check import check_replay_memory
 
@@ -312,7 +312,6 @@ def watch_until_done(config: LocalConfig, topology: Topology, stop: StopSignal, 
     train_step = env_steps = 0
     evaluations = EvalRecords(config.root_dir)
     solving = latest = learner_done = None
-    live = LiveVerdict(config.control_address or topology.replay_address)
     shown_part = None
     while True:
         elapsed = time.monotonic() - started
@@ -323,14 +322,15 @@ def watch_until_done(config: LocalConfig, topology: Topology, stop: StopSignal, 
                 best = record
             if solving is None and solves(record, target):
                 solving = record
-        line, train_step, env_steps = progress_line(config, elapsed, best, topology.restarts, latest, live.latest)
+        verdict = read_verdict(config.root_dir)
+        line, train_step, env_steps = progress_line(config, elapsed, best, topology.restarts, latest, verdict)
         if interactive:
             say("\r" + line.ljust(110), end="", flush=True)
         elif progress_lines.ready():
             say(line, flush=True)
-        if not interactive and live.latest and live.latest.get("part") != shown_part:
-            shown_part = live.latest.get("part")
-            say(f"bottleneck: {live.latest.get('line')}", flush=True)
+        if not interactive and verdict and verdict.get("part") != shown_part:
+            shown_part = verdict.get("part")
+            say(f"bottleneck: {verdict.get('line')}", flush=True)
         ended = topology.restart_failed_roles(time.monotonic())
         if ended:
             reason = ended
@@ -357,12 +357,11 @@ def watch_until_done(config: LocalConfig, topology: Topology, stop: StopSignal, 
         if stop.wait(0.5):  # short: the solved moment is reported (and timed by the bench) promptly
             reason = f"{stop.signal_name} received"
             break
-    live.close()
     if interactive:
         say()
     wall = time.monotonic() - started  # the moment the run ended (solved, ...), before the roles' shutdown
-    if live.latest:
-        say(f"bottleneck (last verdict): {live.latest.get('line')}", flush=True)
+    if verdict:
+        say(f"bottleneck (last verdict): {verdict.get('line')}", flush=True)
     say(f"dqn-service local: {reason} at {wall:.1f} s; stopping the roles", flush=True)
     exit_codes = topology.stop()
     # The progress files lag by up to a summary interval, so a quick solve can end the run before any was written.

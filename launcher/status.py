@@ -16,6 +16,7 @@ from dqn.remote.run_settings import fetch_run_settings
 from dqn.remote.weights_puller import fetch_weights
 from dqn.replay_layout.items import REPLAY_TABLE, VARIABLES_TABLE
 from dqn.settings.common import AUTO_FROM_ENV
+from launcher.verdict_line import read_verdict
 
 
 def _counts(info) -> tuple[int, int]:
@@ -151,3 +152,6 @@ def print_run_progress(root_dir: str) -> None:
         progress = read_progress(directory)
         parts = [f"{label} {progress[key]}" for key, label in _PROGRESS_FIELDS if key in progress]
         print(f"{os.path.basename(directory):<16} " + (", ".join(parts) or "-"))
+    verdict = read_verdict(root_dir)
+    if verdict is not None:
+        print(f"{'bottleneck':<16} {time.time() - float(verdict.get('time', 0.0)):.0f} s ago: {verdict.get('line')}")

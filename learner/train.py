@@ -248,11 +248,11 @@ class Learner:
         summaries = LearnerSummaries(self, rates, BatchStats(self.bundle, config.train_batch_size(), feed.slots,
                                                              trainer.loss), publisher)
         step = self.step  # tracked locally: each train call advances the counter by exactly train_steps_per_call
-        laps, sgd_steps = Laps("data_wait_s", "train_s"), [0]
+        laps, sgd_steps, finished = Laps("data_wait_s", "train_s"), [0], False
         reporter = RoleReporter(config.control_address_resolved(), config.rpc_timeout_s, "learner", "0", lambda: {
             **laps.seconds, "sgd_steps": sgd_steps[0], "train_step": step, "batch": config.train_batch_size(),
-            "publish_interval": config.publish_interval, "samples_per_insert": config.samples_per_insert},
-            config.report_interval_s)
+            "publish_interval": config.publish_interval, "samples_per_insert": config.samples_per_insert,
+            "finished": float(finished)}, config.report_interval_s)
         triggers = make_triggers(
             config, step, reset_requests=self.reset_requests, applied_request=int(self.reset_request_step.numpy()),
             apply_reset_request=self.apply_reset_request, publish=lambda at: self.publish(publisher, at),
@@ -280,7 +280,6 @@ class Learner:
             feed.release(index)  # after the summaries, which read the slot's experience
         finished = not stop.requested
         log.info("stopping at train step %d (%s)", self.step, stop.signal_name or "max_train_steps reached")
-        reporter.close()
         feed.close()
         self._finish(publisher, health, finished)
         if finished:
@@ -290,6 +289,7 @@ class Learner:
                 health.beat()
             log.info("stopping (%s)", stop.signal_name)
             health.set(False)
+        reporter.close()
         health.stop()
         return 0
 

@@ -4,13 +4,16 @@ Why here: every role already reaches the replay server, there is exactly one, it
 reads its own tables' counters and its own CPU without a remote call. The learner, which is most often the part
 that limits a run, does none of this work. The verdict goes to the `verdict` table (`dqn-service status`, `local`),
 to TensorBoard under `verdict/` in the replay server's directory (scalars each time, the line as text when it
-changes) and to the log when it changes. Reports are only read: nothing here changes training.
+changes), to `verdict.json` there (for `local`, whose roles' ports are out of its reach, and `status --root-dir`)
+and to the log when it changes. Reports are only read: nothing here changes training.
 """
 
 from __future__ import annotations
 
 import collections
+import json
 import logging
+import os
 import threading
 import time
 from typing import Any
@@ -19,15 +22,18 @@ import tensorflow as tf
 
 from dqn.bottleneck.reports import BadReport, ReportHistory, ServerSnapshot, parse_report, server_window
 from dqn.bottleneck.verdict import PARTS, Observation, judge
+from dqn.files import atomic_write
 from dqn.process.log_throttle import LogThrottle
+from dqn.process.progress import VERDICT_FILE
 from dqn.process.summaries import GraphScalars
 from dqn.process.usage import machine, usage
+from dqn.process.write_guard import WriteGuard
 from dqn.remote.connection import RemoteConnection
 from dqn.remote.deadline import DeadlineCaller
 from dqn.remote.replay_client import server_info
 from dqn.remote.role_reports import drain_reports, publish_verdict
 from dqn.replay_layout.items import REPLAY_TABLE, VARIABLES_TABLE
-from dqn.settings.config import ReplayServerConfig
+from dqn.settings.config import ReplayServerConfig, role_dir
 
 log = logging.getLogger("replay-server")
 
@@ -60,6 +66,8 @@ class VerdictWatch:
                                          client=None if config.control_address else client)
         self._caller = DeadlineCaller()
         self._writer, self._scalars = writer, GraphScalars(writer)
+        self._file = config.path(role_dir("replay-server"), VERDICT_FILE)
+        self._try_write = WriteGuard("replay-server")
         self._stop = stop
         self._refused = LogThrottle(REPEAT_S)
         self._failed = LogThrottle(REPEAT_S)
@@ -100,8 +108,14 @@ class VerdictWatch:
         self._control.call(lambda client: publish_verdict(client, published, self._config.rpc_timeout_s,
                                                           self._caller))
         self._record(verdict, observation)
+        self._try_write("verdict file", self._write_file, published)
         self.latest = published
         return published
+
+    def _write_file(self, published: dict[str, Any]) -> None:
+        os.makedirs(os.path.dirname(self._file), exist_ok=True)
+        with atomic_write(self._file, durable=False) as handle:
+            json.dump(published, handle)
 
     def _confirmed(self, part: str) -> bool:
         """True if `part` is the published part, or has now been judged CONFIRM_ROUNDS rounds in a row."""

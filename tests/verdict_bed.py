@@ -124,20 +124,23 @@ class FarHost:
 
 
 class VerdictWatcher:
-    """The verdicts of the replay server at `address`, read every `interval_s`, all kept in `seen`."""
+    """The verdicts of the replay server at `address` (or, for a `local` run whose ports are out of the test's
+    reach, the copy in its run directory `root_dir`), read every `interval_s`, all kept in `seen`."""
 
-    def __init__(self, address: str, interval_s: float = 2.0):
+    def __init__(self, address: str | None = None, interval_s: float = 2.0, root_dir: Path | None = None):
         import reverb
 
-        self.client = reverb.Client(address)
+        self.client = reverb.Client(address) if address else None
+        self.root_dir = root_dir
         self.interval_s = interval_s
         self.seen: list[tuple[float, dict]] = []
 
     def read(self) -> dict | None:
         """The current verdict (recorded), or None."""
         from dqn.remote.role_reports import fetch_verdict
+        from launcher.verdict_line import read_verdict
 
-        verdict = fetch_verdict(self.client, 5.0)
+        verdict = fetch_verdict(self.client, 5.0) if self.client else read_verdict(str(self.root_dir))
         if verdict is not None:
             self.seen.append((time.monotonic(), verdict))
         return verdict

@@ -31,7 +31,7 @@ COUNTERS = {
 }
 LEVELS = {
     "actor": ("num_envs", "weights_step", "warming_up"),
-    "learner": ("train_step", "batch", "publish_interval", "samples_per_insert"),
+    "learner": ("train_step", "batch", "publish_interval", "samples_per_insert", "finished"),
     "evaluator": (),
 }
 

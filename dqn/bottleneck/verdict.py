@@ -185,6 +185,10 @@ def judge(obs: Observation) -> Verdict:
         missing = "the learner's reports" if learner is None else "the actors' reports" if not actors else \
             "the actors' warm-up to end"
         return Verdict("warming up", f"waiting for {missing}", "", [], {})
+    if learner.levels.get("finished"):
+        return Verdict("learner", f"it has finished: max_train_steps reached at train step "
+                                  f"{learner.levels.get('train_step', 0):.0f}; actors wait for it for good",
+                       "a longer run (--max-train-steps), or stop the run", [], {})
     pack = _Actors.of(actors)
     figures = _figures(obs, pack)
     evidence = _evidence(obs, pack, figures)

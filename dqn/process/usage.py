@@ -15,6 +15,8 @@ import os
 import socket
 import time
 
+from dqn.process.cgroup import cpu_quota, cpu_throttled_s
+
 
 @dataclasses.dataclass(frozen=True)
 class Usage:
@@ -38,7 +40,7 @@ class Machine:
 def usage() -> Usage:
     """Cumulative CPU seconds and time kept from a core of this process, now."""
     clock_s, cpu_s = time.monotonic(), time.process_time()
-    return Usage(clock_s, cpu_s, _run_queue_wait_s(), _cgroup_throttled_s())
+    return Usage(clock_s, cpu_s, _run_queue_wait_s(), cpu_throttled_s())
 
 
 def machine() -> Machine:
@@ -63,73 +65,11 @@ def _run_queue_wait_s() -> float | None:
     return total / 1e9 if found else None
 
 
-def _cgroup_dirs(controller: str) -> list[str]:
-    """Directories of this process's cgroup for `controller` (v1) or the unified hierarchy (v2), nearest first.
-
-    The mount's root comes last: in a container with a cgroup mount of its own the listed path does not exist there.
-    """
-    try:
-        with open("/proc/self/cgroup", encoding="ascii") as handle:
-            lines = handle.read().splitlines()
-    except OSError:
-        return []
-    dirs = []
-    for line in lines:
-        _, controllers, path = line.split(":", 2)
-        if controller in controllers.split(","):
-            mounts = [f"/sys/fs/cgroup/{controllers}", f"/sys/fs/cgroup/{controller}"]
-        elif controllers == "":
-            mounts = ["/sys/fs/cgroup"]
-        else:
-            continue
-        dirs += [mount + path.rstrip("/") for mount in mounts] + mounts
-    return [d for d in dict.fromkeys(dirs) if os.path.isfile(os.path.join(d, "cpu.stat"))]
-
-
-def _read_stat(directory: str) -> dict[str, int]:
-    try:
-        with open(os.path.join(directory, "cpu.stat"), encoding="ascii") as handle:
-            return {key: int(value) for key, value in (line.split() for line in handle if line.strip())}
-    except (OSError, ValueError):
-        return {}
-
-
-def _cgroup_throttled_s() -> float | None:
-    """Seconds the process's cgroup was held back by its CPU quota (v1 `throttled_time` ns, v2 `throttled_usec`)."""
-    for directory in _cgroup_dirs("cpu"):
-        stat = _read_stat(directory)
-        if "throttled_usec" in stat:
-            return stat["throttled_usec"] / 1e6
-        if "throttled_time" in stat:
-            return stat["throttled_time"] / 1e9
-    return None
-
-
 def _usable_cores() -> float:
-    """CPU affinity, lowered by a cgroup CPU quota (v2 `cpu.max`, v1 `cpu.cfs_quota_us` / `cpu.cfs_period_us`)."""
+    """CPU affinity, lowered by a cgroup CPU quota."""
     cores = float(len(os.sched_getaffinity(0)))
-    for directory in _cgroup_dirs("cpu"):
-        quota = _quota(directory)
-        if quota is not None:
-            cores = min(cores, quota)
-    return cores
-
-
-def _quota(directory: str) -> float | None:
-    try:
-        with open(os.path.join(directory, "cpu.max"), encoding="ascii") as handle:
-            quota, period = handle.read().split()[:2]
-        return None if quota == "max" else int(quota) / int(period)
-    except (OSError, ValueError):
-        pass
-    try:
-        with open(os.path.join(directory, "cpu.cfs_quota_us"), encoding="ascii") as handle:
-            quota = int(handle.read())
-        with open(os.path.join(directory, "cpu.cfs_period_us"), encoding="ascii") as handle:
-            period = int(handle.read())
-    except (OSError, ValueError):
-        return None
-    return None if quota <= 0 else quota / period
+    quota = cpu_quota()
+    return cores if quota is None else min(cores, quota)
 
 
 class Laps:

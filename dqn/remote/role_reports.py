@@ -64,8 +64,8 @@ class RoleReporter:
 
     def _run(self) -> None:
         while not self._stop.wait(self._interval_s):
-            item = {REPORT_KEY: np.array(self.report().to_json().encode(), dtype=object)}
             try:
+                item = {REPORT_KEY: np.array(self.report().to_json().encode(), dtype=object)}
                 self.connection.call(lambda c, item=item: c.insert(item, priorities={ROLE_REPORTS_TABLE: 1.0}))
             except Exception:  # noqa: BLE001 - a report is never worth more than training; retried next interval
                 continue

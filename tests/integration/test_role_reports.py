@@ -24,7 +24,7 @@ def test_a_reporter_delivers_its_counters_with_its_process_usage(replay_server_f
     counters = {"sgd_steps": 0.0}
     reporter = RoleReporter(server.address, 5.0, "learner", "0", lambda: {
         **counters, "train_s": 1.5, "data_wait_s": 0.25, "train_step": 7.0, "batch": 64.0, "publish_interval": 50.0,
-        "samples_per_insert": 4.0}, interval_s=0.2)
+        "samples_per_insert": 4.0, "finished": 0.0}, interval_s=0.2)
     try:
         client, caller, reports = reverb.Client(server.address), DeadlineCaller(), []
 

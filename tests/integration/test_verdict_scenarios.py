@@ -11,7 +11,6 @@ with every verdict it saw.
 from __future__ import annotations
 
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -120,8 +119,8 @@ def test_live_injections_name_each_part_in_turn(tmp_path: Path):
         far.close()
 
 
-def run_local(tmp_path: Path, *flags: str) -> tuple[subprocess.Popen, Path, str]:
-    """`dqn-service local` with FAST settings and `flags`, its output in a file: (process, output, replay address)."""
+def run_local(tmp_path: Path, *flags: str) -> tuple[subprocess.Popen, Path]:
+    """`dqn-service local` with FAST settings and `flags`, its output in a file: (process, output)."""
     output = tmp_path / "local.out"
     with open(output, "wb") as handle:
         process = subprocess.Popen([sys.executable, "-m", "launcher", "local", "--root-dir", str(tmp_path / "run"),
@@ -129,22 +128,18 @@ def run_local(tmp_path: Path, *flags: str) -> tuple[subprocess.Popen, Path, str]
                                     "--max-wall-time-s", "400", *flags],
                                    stdout=handle, stderr=subprocess.STDOUT, cwd=REPO,
                                    env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
-    found: list[str] = []
-
-    def address() -> bool:
-        found[:] = re.findall(r"replay at (localhost:\d+)", output.read_text(errors="replace"))
-        return bool(found) or process.poll() is not None
-
-    wait_until(address, 120, "local's first line")
-    assert found, output.read_text(errors="replace")
-    return process, output, found[0]
+    wait_until(lambda: "replay at" in output.read_text(errors="replace") or process.poll() is not None, 120,
+               "local's first line")
+    assert process.poll() is None, output.read_text(errors="replace")
+    return process, output
 
 
 def local_scenario(tmp_path: Path, part: str, what: str, record: str, *flags: str) -> None:
     """A local run configured into a limit: the verdict names `part`, and so does local's own display."""
-    process, output, address = run_local(tmp_path, *flags)
+    process, output = run_local(tmp_path, *flags)
     try:
-        watcher = VerdictWatcher(address)
+        # local's roles listen in a network namespace of their own: the verdict is read from the replay server's copy
+        watcher = VerdictWatcher(root_dir=tmp_path / "run")
         watcher.wait_until_judging(START_S)
         verdict = judged(watcher, part, what, record)
         wait_until(lambda: f"bottleneck: {part}:" in output.read_text(errors="replace"), 30,

@@ -171,3 +171,36 @@ def test_warming_up_until_the_learner_and_actors_report_the_replay_fills_and_the
 def test_every_part_is_one_the_verdict_knows():
     for path in recorded():
         assert json.loads(path.read_text())["part"] in PARTS
+
+
+def test_a_finished_learner_is_named_as_what_holds_the_actors():
+    run = busy_run(0.3, 0.05, 0.1)
+    finished = dataclasses.replace(run.learner, levels={**run.learner.levels, "finished": 1.0})
+    verdict = judge(dataclasses.replace(run, learner=finished))
+    assert verdict.part == "learner" and "max_train_steps" in verdict.why
+
+
+@pytest.mark.parametrize("layout", ["v1", "v2"])
+def test_the_cpu_quota_and_its_throttled_time_come_from_the_process_cgroup(tmp_path, layout):
+    from dqn.process.cgroup import cpu_quota, cpu_throttled_s
+
+    root = tmp_path / "cgroup"
+    if layout == "v2":
+        (root / "pod" / "role").mkdir(parents=True)
+        (root / "cgroup.controllers").write_text("cpu memory\n")
+        (root / "pod" / "cpu.max").write_text("150000 100000\n")
+        (root / "pod" / "role" / "cpu.max").write_text("max 100000\n")
+        (root / "pod" / "role" / "cpu.stat").write_text("usage_usec 9\nthrottled_usec 2500000\n")
+        proc = "0::/pod/role\n"
+    else:
+        (root / "cpu" / "pod" / "role").mkdir(parents=True)
+        (root / "cpu" / "pod" / "role" / "cpu.cfs_quota_us").write_text("50000\n")
+        (root / "cpu" / "pod" / "role" / "cpu.cfs_period_us").write_text("100000\n")
+        (root / "cpu" / "pod" / "role" / "cpu.stat").write_text("nr_throttled 3\nthrottled_time 1500000000\n")
+        (root / "cpu" / "cpu.cfs_quota_us").write_text("-1\n")
+        proc = "4:memory:/pod/role\n1:cpu:/pod/role\n"
+    (tmp_path / "proc").write_text(proc)
+    quota, throttled = cpu_quota(str(tmp_path / "proc"), str(root)), cpu_throttled_s(str(tmp_path / "proc"), str(root))
+    assert (quota, throttled) == ((1.5, 2.5) if layout == "v2" else (0.5, 1.5))
+    (tmp_path / "proc").write_text("1:cpu:/elsewhere\n")
+    assert cpu_quota(str(tmp_path / "proc"), str(root)) is None  # no quota where the process is
