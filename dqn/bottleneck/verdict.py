@@ -3,11 +3,12 @@
 The replay table's rate limiter keeps actors and learner at `samples_per_insert`, so the faster side waits for the
 slower one. Actors held back by the server while Reverb's table worker holds their inserts: the learner's side is
 short. A learner waiting for data the worker holds back: the actors' side. Writes or samples that wait while the
-rate limiter holds neither wait on the replay server (where it lacks CPU: its quota, its cores, or a machine this
-run fills) or on the link to it. Weights fetched back to back limit the actors' policy: the weight transfer.
-Within a side, the roles' own seconds name the part (the learner's train step; the actors' env steps, policy calls
-or item writes), unless the role waits for a core that this run's evaluator takes or that this run's own roles
-fill. Work outside the run slows every role alike and leaves the sides as they are, so it names no part by itself.
+rate limiter holds neither wait on the replay server (where it lacks CPU: its quota or its cores; or the core
+this run's evaluator or own roles take from it) or on the link to it. Weights fetched back to back limit the
+actors' policy: the weight transfer. Within a side, the roles' own seconds name the part (the learner's train
+step; the actors' env steps, policy calls or item writes), unless the role waits for a core that this run's
+evaluator takes or that this run's own roles fill. Work outside the run slows every role alike and leaves the
+sides as they are, so it names no part by itself.
 
 A side is short when the other waits on it half its time or more (their speeds differ by 2x or more); a run where
 neither side is short and no role waits for the run's own CPU is "balanced".
@@ -213,6 +214,9 @@ def judge(obs: Observation) -> Verdict:
         return verdict("replay server", f"{waits}, and the replay server {why}",
                        "give the replay server more CPU (its CPU limit, a machine of its own); past one server: "
                        "replay shards")
+    if on_server and server is not None and (kept := _kept_from_cores(obs, server.host, "replay server",
+                                                                      server.starved or 0.0)):
+        return verdict(*kept)
     fetching, stale = shares["downloads"] + shares["weights"], figures.get("policy_lag_publications", 0.0)
     # Stale weights alone may only mean actors seldom ask (held back, or a slow loop): the transfer limits when it
     # runs most of the time, or runs a good share of it and still falls publications behind.
@@ -251,10 +255,10 @@ def judge(obs: Observation) -> Verdict:
 
 
 def _server_limited(obs: Observation) -> str | None:
-    """Why the replay server itself is short, or None: its CPU limit, all its cores busy, or a machine it shares.
+    """Why the replay server itself is short of CPU, or None: its CPU limit, or all its cores busy.
 
-    Waiting on a run queue alone does not count where the run does not fill the server's machine: work outside
-    the run slows every role alike, the server's many threads most of all.
+    Waiting on a run queue is the machine's matter (`_kept_from_cores`): work outside the run slows every role
+    alike, the server's many threads most of all.
     """
     server = obs.server
     if server is None:
@@ -263,10 +267,6 @@ def _server_limited(obs: Observation) -> str | None:
         return f"is held back by its CPU limit {server.throttled:.0%} of the time (it uses {server.cpu:.2f} cores)"
     if server.cpu >= FILLED * server.cores:
         return f"uses {server.cpu:.1f} of its {server.cores:g} cores"
-    used, cores = _host_use(obs, server.host)
-    if (server.starved or 0.0) >= STARVED and cores and used >= FILLED * cores:
-        return (f"gets {1 - server.starved:.0%} of the CPU it wants on {server.host}, whose cores this run's roles "
-                f"fill ({used:.1f} of {cores:g})")
     return None
 
 
