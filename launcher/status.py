@@ -105,6 +105,11 @@ def print_verdict(client: reverb.Client, timeout_s: float) -> None:
     if verdict is None:
         print("bottleneck: no verdict yet (the replay server judges once roles have reported for a few seconds)")
         return
+    show_verdict(verdict)
+
+
+def show_verdict(verdict: dict) -> None:
+    """A verdict item's line, evidence and capacity figures (from the server's table or its file)."""
     age = time.time() - float(verdict.get("time", 0.0))
     print(f"bottleneck (last {verdict.get('window_s', 0):.0f} s, {age:.0f} s ago): {verdict.get('line')}")
     for line in verdict.get("evidence", []):
@@ -153,5 +158,5 @@ def print_run_progress(root_dir: str) -> None:
         parts = [f"{label} {progress[key]}" for key, label in _PROGRESS_FIELDS if key in progress]
         print(f"{os.path.basename(directory):<16} " + (", ".join(parts) or "-"))
     verdict = read_verdict(root_dir)
-    if verdict is not None:
-        print(f"{'bottleneck':<16} {time.time() - float(verdict.get('time', 0.0)):.0f} s ago: {verdict.get('line')}")
+    if verdict is not None:  # the replay server's copy: `local`'s server is out of reach of this process
+        show_verdict(verdict)

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from dqn.bottleneck.verdict import PARTS
-from tests.conftest import REPO, RoleProcess, free_port, health_status, stop_all, wait_until
+from tests.conftest import REPO, RoleProcess, free_port, health_status, run_cli, stop_all, wait_until
 from tests.verdict_bed import CpuQuota, FarHost, VerdictWatcher, record_observation
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
@@ -107,6 +107,9 @@ def test_live_injections_name_each_part_in_turn(tmp_path: Path):
             os.setpriority(os.PRIO_PROCESS, int(task), -15)
         os.kill(hog.pid, signal.SIGCONT)
         judged(watcher, "evaluator", "evaluator hogging a core", "evaluator")
+        status = run_cli("status", "--replay-address", f"localhost:{port}", timeout_s=60)
+        print(status.stdout)
+        assert "bottleneck (last 10 s" in status.stdout and "  capacity: ≈" in status.stdout, status.stdout
         for role in roles:
             assert role.alive(), f"{role.command[0]} died:\n{role.log()[-3000:]}"
     finally:
@@ -141,10 +144,11 @@ def local_scenario(tmp_path: Path, part: str, what: str, record: str, *flags: st
         # local's roles listen in a network namespace of their own: the verdict is read from the replay server's copy
         watcher = VerdictWatcher(root_dir=tmp_path / "run")
         watcher.wait_until_judging(START_S)
-        verdict = judged(watcher, part, what, record)
+        judged(watcher, part, what, record)
         wait_until(lambda: f"bottleneck: {part}:" in output.read_text(errors="replace"), 30,
                    "local's display of the verdict")
-        assert verdict["part"] == part
+        status = run_cli("status", "--root-dir", str(tmp_path / "run"), timeout_s=60)
+        assert f"): {part}: " in status.stdout and "  capacity: ≈" in status.stdout, status.stdout
     finally:
         if process.poll() is None:
             process.send_signal(signal.SIGTERM)
