@@ -88,6 +88,9 @@ def test_live_injections_name_each_part_in_turn(tmp_path: Path):
         watcher = VerdictWatcher(f"localhost:{port}")
         watcher.wait_until_judging(START_S)
         judged(watcher, "balanced", "healthy CartPole run", "balanced", reads=5)  # balanced for 8 s on end
+        status = run_cli("status", "--replay-address", f"localhost:{port}", timeout_s=120)
+        print(status.stdout)
+        assert "bottleneck (last 10 s" in status.stdout and "  capacity: ≈" in status.stdout, status.stdout
 
         quota = CpuQuota(0.05)
         quota.add(server.pid)
@@ -99,17 +102,14 @@ def test_live_injections_name_each_part_in_turn(tmp_path: Path):
         judged(watcher, "replay link", "actors' writes to the replay server shaped to 300 kbit/s", "replay_link")
         far.unslow()
 
-        far.slow_inbound("4mbit")
-        judged(watcher, "weight transfer", "0.28 MB weights pulled by 2 actors over 4 Mbit/s", "weight_transfer")
+        far.slow_inbound("2mbit")
+        judged(watcher, "weight transfer", "0.28 MB weights pulled by 2 actors over 2 Mbit/s", "weight_transfer")
         far.unslow()
 
         for task in os.listdir(f"/proc/{hog.pid}/task"):  # every thread: Linux keeps a nice value per thread
             os.setpriority(os.PRIO_PROCESS, int(task), -15)
         os.kill(hog.pid, signal.SIGCONT)
         judged(watcher, "evaluator", "evaluator hogging a core", "evaluator")
-        status = run_cli("status", "--replay-address", f"localhost:{port}", timeout_s=60)
-        print(status.stdout)
-        assert "bottleneck (last 10 s" in status.stdout and "  capacity: ≈" in status.stdout, status.stdout
         for role in roles:
             assert role.alive(), f"{role.command[0]} died:\n{role.log()[-3000:]}"
     finally:
