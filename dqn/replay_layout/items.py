@@ -23,6 +23,7 @@ LEARNER_SPEED_TABLE = "learner_speed"
 #: verdict it draws from them (one item). Both hold JSON text under REPORT_KEY.
 ROLE_REPORTS_TABLE = "role_reports"
 VERDICT_TABLE = "verdict"
+REPORT_TABLES = (ROLE_REPORTS_TABLE, VERDICT_TABLE)
 REPORT_KEY = "report_json"
 #: Keys of the single item in the `variables` table.
 POLICY_VARIABLES_KEY = "policy_variables"
