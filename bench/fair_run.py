@@ -165,8 +165,10 @@ class OursSnapshots:
 def run_ours(env_id: str, seed: int, budget_s: float, marks: list[float], snapshots: str, flags: list[str]) -> dict:
     """One `dqn-service local` run as a user runs it; its snapshots taken from the replay server."""
     root = tempfile.mkdtemp(prefix=f"fair-ours-{env_id}-s{seed}-")
+    # The snapshot client reads the run's replay server from this host's network: the run's roles must be on it
+    # too (isolation changes nothing a run learns).
     command = [sys.executable, "-m", "launcher", "local", "--env-id", env_id, "--seed", str(seed),
-               "--max-wall-time-s", f"{budget_s:g}", "--root-dir", root, *flags]
+               "--max-wall-time-s", f"{budget_s:g}", "--root-dir", root, "--isolate-network", "false", *flags]
     cpu_before, started = children_cpu(), time.time()
     child = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     watcher = OursSnapshots(snapshots, marks, started, root)
