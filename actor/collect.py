@@ -22,8 +22,10 @@ from dqn.process.log_throttle import LogThrottle
 from dqn.process.progress import EpisodeStats, write_progress
 from dqn.process.runtime import StopSignal, use_one_core
 from dqn.process.summaries import GraphScalars
+from dqn.process.usage import Laps
 from dqn.process.write_guard import WriteGuard
 from dqn.remote.replay_client import ServerClients, wait_for_servers
+from dqn.remote.role_reports import RoleReporter
 from dqn.remote.weights_puller import WeightsPuller
 from dqn.resolve import run_env_specs
 from dqn.settings.config import ActorConfig, actor_dir
@@ -110,12 +112,24 @@ class Actor:
         self.status = "warming up"
         self._last_summary = (time.monotonic(), 0)
         self._notices = LogThrottle(15.0)
+        self.laps = Laps("policy_s", "held_s", "env_s", "write_s", "weights_s", "no_weights_s")
+        self.reporter = RoleReporter(config.control_address_resolved(), config.rpc_timeout_s, "actor",
+                                     str(config.actor_id), self.report_counters, config.report_interval_s)
+
+    def report_counters(self) -> dict[str, float]:
+        """What this actor tells the replay server for the bottleneck verdict (read on the reporter's thread)."""
+        return {**self.laps.seconds, "env_steps": self.env_steps, "num_envs": self.config.num_envs,
+                "weights_step": self.weights_step, "warming_up": float(self.env_steps < self.config.warmup_steps),
+                "downloads": self.puller.downloads, "download_s": self.puller.download_s,
+                "download_bytes": self.puller.download_bytes}
 
     def _apply_new_weights(self) -> None:
         weights = self.puller.latest()
         if weights is None:
             return
+        started = time.perf_counter()
         self.policy.set_weights(weights.variables)
+        self.laps.seconds["weights_s"] += time.perf_counter() - started
         self.policy_lag = max(0, weights.train_step - self.weights_step) if self.weights_step >= 0 else 0
         self.weights_step = weights.train_step
         self.epsilon = actor_epsilon(self.config, weights.exploration_step)
@@ -147,9 +161,13 @@ class Actor:
         """One batched step of all envs: choose actions, step, write the N envs' transitions."""
         warming_up = self.env_steps < self.config.warmup_steps
         policy = self.warmup_policy if warming_up else self.policy
+        self.laps.start()
         action, q_values = policy.actions(self.time_step)
+        self.laps.lap("policy_s")
         self._wait_for_replay()
+        self.laps.lap("held_s")
         next_time_step = self.env.step(action)
+        self.laps.lap("env_s")
         faulted = self.env.faulted
         priorities = None
         if self.initial_priorities is not None:
@@ -160,6 +178,7 @@ class Actor:
             self.initial_priorities.taken(q_values, action, next_time_step.reward, next_time_step.discount)
         self._previous_step_faulted = faulted
         self.writer.append(mark_faulted_steps_last(self.time_step, faulted), action, next_time_step, priorities)
+        self.laps.lap("write_s")
         self.stats.update(next_time_step, dropped=faulted)
         self.time_step = next_time_step
         self.env_steps += self.config.num_envs
@@ -213,7 +232,9 @@ class Actor:
                     self.status = f"waiting for first weights ({self.puller.status})"
                     self._notice("warm-up done; waiting for first weights from the learner (%s)", self.puller.status)
                     self.maybe_summarize()
+                    self.laps.start()
                     self.stop.wait(0.2)
+                    self.laps.lap("no_weights_s")
                     continue
             self.step()
             self.maybe_summarize()
@@ -223,6 +244,7 @@ class Actor:
         self.writer.close(timeout_ms=int(min(FINAL_FLUSH_S, self.config.rpc_timeout_s) * 1000))
         self.status = "stopped"
         self.maybe_summarize(force=True)  # the launcher's final summary reads the env steps from here
+        self.reporter.close()
         self.puller.close()
         try_write("summaries", self.summary_writer.flush)
         self.env.close()

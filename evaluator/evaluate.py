@@ -47,9 +47,11 @@ from dqn.process.health import start_health
 from dqn.process.log_throttle import LogThrottle
 from dqn.process.runtime import StopSignal, use_one_core
 from dqn.process.summaries import GraphScalars
+from dqn.process.usage import Laps
 from dqn.process.write_guard import WriteGuard
 from dqn.remote.replay_client import wait_for_servers
 from dqn.remote.reset_requests import ResetRequestSender
+from dqn.remote.role_reports import RoleReporter
 from dqn.remote.weights_puller import WeightsPuller
 from dqn.remote.weights_wire import PublishedWeights
 from dqn.resolve import run_env_specs
@@ -300,22 +302,29 @@ def run(config: EvaluatorConfig) -> int:
         return stop.requested
 
     evaluator = Evaluator.from_config(config, stop_requested)
+    laps, evaluations = Laps("busy_s"), [0]
+    reporter = RoleReporter(config.control_address_resolved(), config.rpc_timeout_s, "evaluator", "0",
+                            lambda: {**laps.seconds, "evaluations": evaluations[0]}, config.report_interval_s)
     health.set(True)
     while not stop.wait(config.poll_interval_s):
         health.beat()
         weights = evaluator.new_weights()
         if weights is None:
             continue
+        laps.start()
         evaluation = evaluator.evaluate(weights)
         if evaluation is None:  # stopped (the next wait ends the loop), or no whole episode to score
             continue
         evaluator.recheck(evaluation)
+        laps.lap("busy_s")
+        evaluations[0] += 1
         if stop.requested:
             break
         evaluator.offer_best(evaluation)
         evaluator.maybe_request_reset(evaluation)
         evaluator.record(evaluation)
     log.info("stopping (%s)", stop.signal_name)
+    reporter.close()
     health.set(False)
     evaluator.close()
     health.stop()

@@ -36,7 +36,8 @@ def _parser() -> argparse.ArgumentParser:
     for role in ROLES.values():
         sub = commands.add_parser(role.name, help=role.help, description=role.help)
         config_loading.add_flags(sub, role.config_class)
-    status = commands.add_parser("status", help="tables, rates, latest train step and role health")
+    status = commands.add_parser("status", help="tables, rates, latest train step, role health and the bottleneck "
+                                 "verdict")
     status.add_argument("--replay-address", default="localhost:8000", help="host:port of the replay server")
     status.add_argument("--control-address", default=None, help="host:port of the server of the variables and "
                         "learner_requests tables, where not the replay server")
@@ -44,7 +45,8 @@ def _parser() -> argparse.ArgumentParser:
                         help="a role's health endpoint to check (repeatable)")
     status.add_argument("--timeout", type=float, default=5.0, help="seconds per remote call")
     status.add_argument("--root-dir", default=None, help="run directory: also show each role's last progress "
-                        "(train step, env steps, env restarts, checkpoint failures)")
+                        "(train step, env steps, env restarts, checkpoint failures) and the replay server's last "
+                        "verdict, also when the server is out of reach")
     probe = commands.add_parser("probe", help="grpc.health.v1 check; exit 0 only if SERVING")
     probe.add_argument("address", help="host:port of a role's health endpoint")
     probe.add_argument("--timeout", type=float, default=3.0, help="seconds to wait for the answer")

@@ -31,6 +31,7 @@ from dqn.settings.config import LocalConfig, actor_dir, role_dir
 from launcher.eval_records import EvalRecords
 from launcher.forked import ForkedRole
 from launcher.network import exposure_warning, isolation_refusal, network_namespace
+from launcher.verdict_line import read_verdict, short_verdict
 from replay_server.checkpoint_dir import check_checkpoint_dir
 from replay_server.memory_check import check_replay_memory
 
@@ -210,8 +211,8 @@ class Topology:
 
 
 def progress_line(config: LocalConfig, elapsed: float, best: dict | None, role_restarts: int = 0,
-                  latest: dict | None = None) -> tuple[str, int, int]:
-    """(one-line status, train step, env steps) from the roles' progress files."""
+                  latest: dict | None = None, verdict: dict | None = None) -> tuple[str, int, int]:
+    """(one-line status, train step, env steps) from the roles' progress files and the server's verdict."""
     learner = read_progress(config.path(role_dir("learner")))
     actors = [read_progress(config.path(actor_dir(i))) for i in range(config.num_actors)]
     env_steps = sum(a.get("env_steps", 0) for a in actors)
@@ -227,6 +228,8 @@ def progress_line(config: LocalConfig, elapsed: float, best: dict | None, role_r
         line += f" | restarts: roles {role_restarts}, envs {env_restarts}"
     if replay.get("checkpoint_error"):
         line += " | replay checkpoints FAILING (see its log)"
+    if verdict is not None:
+        line += f" | limit: {short_verdict(verdict)}"
     return line, train_step, env_steps
 
 
@@ -309,6 +312,7 @@ def watch_until_done(config: LocalConfig, topology: Topology, stop: StopSignal, 
     train_step = env_steps = 0
     evaluations = EvalRecords(config.root_dir)
     solving = latest = learner_done = None
+    shown_part = None
     while True:
         elapsed = time.monotonic() - started
         for record in evaluations.new():
@@ -318,11 +322,15 @@ def watch_until_done(config: LocalConfig, topology: Topology, stop: StopSignal, 
                 best = record
             if solving is None and solves(record, target):
                 solving = record
-        line, train_step, env_steps = progress_line(config, elapsed, best, topology.restarts, latest)
+        verdict = read_verdict(config.root_dir)
+        line, train_step, env_steps = progress_line(config, elapsed, best, topology.restarts, latest, verdict)
         if interactive:
             say("\r" + line.ljust(110), end="", flush=True)
         elif progress_lines.ready():
             say(line, flush=True)
+        if not interactive and verdict and verdict.get("part") != shown_part:
+            shown_part = verdict.get("part")
+            say(f"bottleneck: {verdict.get('line')}", flush=True)
         ended = topology.restart_failed_roles(time.monotonic())
         if ended:
             reason = ended
@@ -352,6 +360,8 @@ def watch_until_done(config: LocalConfig, topology: Topology, stop: StopSignal, 
     if interactive:
         say()
     wall = time.monotonic() - started  # the moment the run ended (solved, ...), before the roles' shutdown
+    if verdict:
+        say(f"bottleneck (last verdict): {verdict.get('line')}", flush=True)
     say(f"dqn-service local: {reason} at {wall:.1f} s; stopping the roles", flush=True)
     exit_codes = topology.stop()
     # The progress files lag by up to a summary interval, so a quick solve can end the run before any was written.

@@ -32,9 +32,11 @@ from dqn.process.log_throttle import LogThrottle
 from dqn.process.progress import write_progress
 from dqn.process.runtime import StopSignal, release_free_heap
 from dqn.process.summaries import GraphScalars
+from dqn.process.usage import Laps
 from dqn.remote.connection import RemoteConnection
 from dqn.remote.replay_client import wait_for_servers
 from dqn.remote.reset_requests import ResetRequestWatcher
+from dqn.remote.role_reports import RoleReporter
 from dqn.remote.weights_publisher import WeightsPublisher
 from dqn.replay_layout.item_checks import item_problems
 from dqn.replay_layout.items import REPLAY_TABLE
@@ -246,6 +248,11 @@ class Learner:
         summaries = LearnerSummaries(self, rates, BatchStats(self.bundle, config.train_batch_size(), feed.slots,
                                                              trainer.loss), publisher)
         step = self.step  # tracked locally: each train call advances the counter by exactly train_steps_per_call
+        laps, sgd_steps, finished = Laps("data_wait_s", "train_s"), [0], False
+        reporter = RoleReporter(config.control_address_resolved(), config.rpc_timeout_s, "learner", "0", lambda: {
+            **laps.seconds, "sgd_steps": sgd_steps[0], "train_step": step, "batch": config.train_batch_size(),
+            "publish_interval": config.publish_interval, "samples_per_insert": config.samples_per_insert,
+            "finished": float(finished)}, config.report_interval_s)
         triggers = make_triggers(
             config, step, reset_requests=self.reset_requests, applied_request=int(self.reset_request_step.numpy()),
             apply_reset_request=self.apply_reset_request, publish=lambda at: self.publish(publisher, at),
@@ -254,12 +261,17 @@ class Learner:
         self.reset_trigger = next(t for t in triggers if isinstance(t, ResetRequestTrigger))
         while step < config.max_train_steps and not stop.requested:
             health.beat()
+            laps.start()
             index = feed.get(timeout_s=1.0)
+            laps.lap("data_wait_s")
             if index is None:
                 self._report_waiting_for_data(step, time.monotonic() - feed.idle_since)
                 continue
-            if self._train_step(trainer, index, step):
+            trained = self._train_step(trainer, index, step)
+            laps.lap("train_s")
+            if trained:
                 step += config.train_steps_per_call
+                sgd_steps[0] += config.train_steps_per_call
             else:  # skipped, or rolled back: the counter says where training stands
                 step = self.step
             summaries.slot = index
@@ -277,6 +289,7 @@ class Learner:
                 health.beat()
             log.info("stopping (%s)", stop.signal_name)
             health.set(False)
+        reporter.close()
         health.stop()
         return 0
 

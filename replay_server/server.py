@@ -24,7 +24,7 @@ from dqn.process.runtime import StopSignal, ensure_port_free, exit_if_teardown_h
 from dqn.process.summaries import GraphScalars
 from dqn.remote.replay_client import server_info, wait_for_server
 from dqn.remote.run_settings import publish_run_settings
-from dqn.replay_layout.items import REPLAY_TABLE, VARIABLES_TABLE
+from dqn.replay_layout.items import REPLAY_TABLE, REPORT_TABLES, VARIABLES_TABLE
 from dqn.resolve import resolve_run, run_env_specs
 from dqn.settings import loading as config_loading
 from dqn.settings.config import ReplayServerConfig, role_dir
@@ -38,6 +38,7 @@ from replay_server.recovery import (
     unreadable_files,
 )
 from replay_server.tables import table_mismatches
+from replay_server.verdict_watch import VerdictWatch
 
 log = logging.getLogger("replay-server")
 #: Seconds the process may spend destroying Reverb and gRPC objects after its final checkpoint before it exits anyway.
@@ -119,12 +120,17 @@ class CheckpointScheduler:
         self._thread.start()
 
     def _insert_counts(self) -> tuple[int, ...] | None:
-        """Completed inserts per table, or None if the server does not answer."""
+        """Completed inserts per table, or None if the server does not answer.
+
+        The verdict's tables take an item every few seconds and hold nothing a restart needs: left out, or every
+        final checkpoint would be written again.
+        """
         try:
             info = server_info(self._client, self._config.rpc_timeout_s)
         except Exception:  # noqa: BLE001 - only an optimisation depends on it
             return None
-        return tuple(info[name].rate_limiter_info.insert_stats.completed for name in sorted(info))
+        return tuple(info[name].rate_limiter_info.insert_stats.completed for name in sorted(info)
+                     if name not in REPORT_TABLES)
 
     def checkpoint(self, reason: str) -> str | None:
         """Writes a checkpoint now (Reverb blocks traffic while it writes); None if the write failed.
@@ -249,6 +255,8 @@ def serve(config: ReplayServerConfig) -> int:
     health.set(True)
     scheduler = CheckpointScheduler(client, config, stop, health)
     scheduler.start()
+    VerdictWatch(client, config, envs_per_item, _summary_writer(config.path(role_dir("replay-server"))),
+                 stop.event).start()
     stop.event.wait()
     log.info("%s received: final checkpoint, then stop", stop.signal_name)
     health.set(False)

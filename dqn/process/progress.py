@@ -61,10 +61,14 @@ def write_progress(directory: str, **values: Any) -> None:
         json.dump({**values, "time": time.time()}, handle)
 
 
-def read_progress(directory: str) -> dict[str, Any]:
-    """The last progress values written in `directory`, or {} if none yet."""
+#: The replay server's latest bottleneck verdict, beside its progress file (for `local` and `status --root-dir`).
+VERDICT_FILE = "verdict.json"
+
+
+def read_progress(directory: str, name: str = "progress.json") -> dict[str, Any]:
+    """The last progress values written in `directory` (or its file `name`), or {} if none yet."""
     try:
-        with open(os.path.join(directory, "progress.json"), encoding="utf-8") as handle:
+        with open(os.path.join(directory, name), encoding="utf-8") as handle:
             return json.load(handle)
     except (FileNotFoundError, json.JSONDecodeError):
         return {}

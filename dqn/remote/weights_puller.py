@@ -33,6 +33,7 @@ class WeightsPuller:
         self.refused = Refusals("weights item")
         self._reader = LatestItemReader(VARIABLES_TABLE, timeout_s)
         self.status = "waiting for first weights"
+        self.downloads, self.download_s, self.download_bytes = 0, 0.0, 0  # for the role's reports
         threading.Thread(target=self._run, name="weights-puller", daemon=True).start()
         self._wanted.set()
 
@@ -50,6 +51,15 @@ class WeightsPuller:
         """Stops the thread (a call stuck in Reverb is abandoned with its daemon thread)."""
         self._stop.set()
         self._wanted.set()
+
+    def _download(self, client) -> PublishedWeights:
+        """`sample_weights`, counted: how often and how long weights travel is part of the bottleneck verdict."""
+        started = time.perf_counter()
+        weights = sample_weights(client)
+        self.downloads += 1
+        self.download_s += time.perf_counter() - started
+        self.download_bytes += sum(v.nbytes for v in weights.variables)
+        return weights
 
     def _refusal(self, weights: PublishedWeights, now: float) -> str | None:
         """Why `weights` are refused (their signature, then their train step), or None."""
@@ -78,7 +88,7 @@ class WeightsPuller:
             if self._stop.is_set():
                 return
             try:
-                weights = self.connection.call(lambda c: self._reader.fetch(c, sample_weights))
+                weights = self.connection.call(lambda c: self._reader.fetch(c, self._download))
             except Exception:  # noqa: BLE001 - any failure keeps the current weights and retries (warned, throttled)
                 self.status = "replay unreachable"
                 self._wanted.set()

@@ -19,6 +19,12 @@ RUN_SETTINGS_TABLE = "run_settings"
 RUN_SETTINGS_KEY = "settings_json"
 #: Served only while a replay server started apart waits for the learner to time its SGD step (same item format).
 LEARNER_SPEED_TABLE = "learner_speed"
+#: Each role's reports for the bottleneck verdict (dqn/bottleneck/), read once each by the replay server, and the
+#: verdict it draws from them (one item). Both hold JSON text under REPORT_KEY.
+ROLE_REPORTS_TABLE = "role_reports"
+VERDICT_TABLE = "verdict"
+REPORT_TABLES = (ROLE_REPORTS_TABLE, VERDICT_TABLE)
+REPORT_KEY = "report_json"
 #: Keys of the single item in the `variables` table.
 POLICY_VARIABLES_KEY = "policy_variables"
 TRAIN_STEP_KEY = "train_step"

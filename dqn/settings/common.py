@@ -47,6 +47,8 @@ class CommonConfig:
     rpc_timeout_s: float = setting(10.0, "deadline of one remote call to the replay server, in seconds", gt=0)
     connect_timeout_s: float = setting(120.0, "seconds to wait for the replay server at start before exiting with "
                                        "code 1", gt=0)
+    report_interval_s: float = setting(2.0, "seconds between this role's reports to the replay server for the "
+                                       "bottleneck verdict (dqn-service status); 0 = send none", ge=0)
     preset: str | None = setting(None, "named group of settings (dqn/settings/presets.py) applied below --config, "
                                  "DQN_* variables and flags; none = no preset", choices=PRESET_NAMES)
     max_episode_steps: int = setting(0, "truncate episodes after this many agent steps; 0 = the env's own limit", ge=0)
