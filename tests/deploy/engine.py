@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import secrets
 import shutil
 import subprocess
 import sys
@@ -17,9 +18,11 @@ BASE_SCRIPT = REPO / "tests" / "deploy" / "build-test-base.sh"
 #: Fixed paths, so that a run finds and removes what a crashed run left behind.
 ROOT = Path("/var/tmp/dqn-compose-live")
 BASE_IMAGE = "dqn-service-test-base:bookworm-python3.11"
-COMPOSE_FILES = ("docker-compose.yml", "tests/deploy/compose.live.yml")
+COMPOSE_FILES = ("docker-compose.yml", "deploy/compose.signed.yml", "tests/deploy/compose.live.yml")
 PROJECT = "dqn-service"
 IMAGE = "dqn-service:0.1.0"
+#: The user the containers run as (docker-compose.yml `user:`), who must read the shared key's file.
+CONTAINER_UID = 10001
 #: `docker save` of the service image, keyed by its build inputs: the live compose test writes it after its build,
 #: the live swarm test loads it into every node, so one test run builds the image once.
 IMAGE_CACHE = Path("/var/cache/dqn-service-test-image")
@@ -65,9 +68,15 @@ class Engine:
                                f"{result.stdout}\n{result.stderr}")
 
     def start(self) -> None:
-        """Removes leftovers of an earlier run, then starts a fresh engine (installs docker.io if missing)."""
+        """Removes leftovers of an earlier run, then starts a fresh engine (installs docker.io if missing) and writes
+        the shared key deploy/compose.signed.yml mounts as a secret (readable by the containers' user only)."""
         self.script("purge")
         self.script("start")
+        key = self.root / "dqn_shared_key"
+        key.write_text(secrets.token_hex(32) + "\n")
+        os.chown(key, CONTAINER_UID, CONTAINER_UID)
+        key.chmod(0o400)
+        self.env["SHARED_KEY_PATH"] = str(key)
 
     def purge(self) -> None:
         """Stops the daemon and removes its mounts, bridges, data root and exec root, then this engine's root."""
@@ -84,7 +93,7 @@ class Engine:
         return result
 
     def compose(self, *args: str, timeout_s: float = 300, check: bool = True) -> subprocess.CompletedProcess:
-        """`docker compose -f docker-compose.yml -f tests/deploy/compose.live.yml ARGS`."""
+        """`docker compose -f docker-compose.yml -f deploy/compose.signed.yml -f tests/deploy/compose.live.yml ARGS`."""
         files = [arg for f in COMPOSE_FILES for arg in ("-f", f)]
         return self.run("compose", *files, *args, timeout_s=timeout_s, check=check)
 

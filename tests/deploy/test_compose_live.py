@@ -1,8 +1,9 @@
 """docker-compose.yml in a real Docker engine: build, up, training, scaling, crash recovery, stop/up, down -v.
 
 Needs root (it starts dockerd with deploy/engine/setup-docker-engine.sh, which installs docker.io with apt if it is
-missing) and fails, never skips, when the engine cannot start. Only tests/deploy/compose.live.yml is layered on top
-of the real file: the stand-in base image, host-network builds, a free TensorBoard port and small budgets.
+missing) and fails, never skips, when the engine cannot start. Layered on the real file: deploy/compose.signed.yml
+(the shared key from a secret) and tests/deploy/compose.live.yml (the stand-in base image, host-network builds, a
+free TensorBoard port and small budgets).
 """
 
 from __future__ import annotations
@@ -145,7 +146,11 @@ def test_compose_topology_live(engine, tmp_path):
         out = engine.compose("exec", "-T", "learner", "dqn-service", "status", "--replay-address",
                              "replay-server:8000", timeout_s=60, check=False).stdout
         return "bottleneck (last" in out and "warming up" not in out and out
-    print("\n" + wait_for(verdict, 120, "a bottleneck verdict in dqn-service status"))
+    status = wait_for(verdict, 120, "a bottleneck verdict in dqn-service status")
+    print("\n" + status)
+    # deploy/compose.signed.yml is layered on: weights carry the key's signature, and the actors took them
+    assert "(signed with a shared key)" in status, status
+    assert all(p.get("refused_weights", 0) == 0 for name, p in engine.progress().items() if name.startswith("actor"))
 
     # scale down to 2 and back up to 3: the ids come from the first four, no new summary dirs
     engine.compose("up", "-d", "--scale", "actor=2")

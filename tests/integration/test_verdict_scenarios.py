@@ -123,12 +123,15 @@ def test_live_injections_name_each_part_in_turn(tmp_path: Path):
 
 
 def run_local(tmp_path: Path, *flags: str) -> tuple[subprocess.Popen, Path]:
-    """`dqn-service local` with FAST settings and `flags`, its output in a file: (process, output)."""
+    """`dqn-service local` with FAST settings and `flags`, its output in a file: (process, output).
+
+    No target return: a run that solves CartPole stops before the verdict can be judged.
+    """
     output = tmp_path / "local.out"
     with open(output, "wb") as handle:
         process = subprocess.Popen([sys.executable, "-m", "launcher", "local", "--root-dir", str(tmp_path / "run"),
                                     *FAST, "--batch-size", "64", "--num-envs", "4", "--warmup-steps", "200",
-                                    "--max-wall-time-s", "400", *flags],
+                                    "--max-wall-time-s", "400", "--target-return", "1e9", *flags],
                                    stdout=handle, stderr=subprocess.STDOUT, cwd=REPO,
                                    env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
     wait_until(lambda: "replay at" in output.read_text(errors="replace") or process.poll() is not None, 120,
