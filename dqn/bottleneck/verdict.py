@@ -7,11 +7,13 @@ rate limiter holds neither wait on the replay server (where it lacks CPU: its qu
 this run's evaluator or own roles take from it) or on the link to it. Weights fetched back to back limit the
 actors' policy: the weight transfer. Within a side, the roles' own seconds name the part (the learner's train
 step; the actors' env steps, policy calls or item writes), unless the role waits for a core that this run's
-evaluator takes or that this run's own roles fill. Work outside the run slows every role alike and leaves the
-sides as they are, so it names no part by itself.
+evaluator takes; where this run's own roles fill the machine, the short side is still the part and the evidence
+and change say so. Work outside the run slows every role alike and leaves the sides as they are, so it names no
+part by itself.
 
-A side is short when the other waits on it half its time or more (their speeds differ by 2x or more); a run where
-neither side is short and no role waits for the run's own CPU is "balanced".
+A side is short when the other waits on it half its time or more (their speeds differ by 2x or more). Where neither
+side is short, a role that waits for cores this run's roles fill names the machine's cores; otherwise the run is
+"balanced".
 """
 
 from __future__ import annotations
@@ -236,12 +238,13 @@ def judge(obs: Observation) -> Verdict:
     # learner waits for its own input pipeline too), a learner waiting for data waits for the actors.
     if held >= WAITS:
         kept = _kept_from_cores(obs, learner.host, "learner", learner.starved or 0.0)
-        if kept:
+        if kept and kept[0] == "evaluator":
             return verdict(*kept)
         spi = obs.samples_per_insert
-        return verdict("learner", f"actors are held back {held:.0%} of their time until the learner samples "
-                                  f"(replay ratio {spi:g}); the learner trains {learner.share('train_s'):.0%} of its "
-                                  "time", _learner_change(spi, figures["actors_before_learner_binds"], pack.count))
+        return verdict(*_on_full_machine(
+            ("learner", f"actors are held back {held:.0%} of their time until the learner samples (replay ratio "
+                        f"{spi:g}); the learner trains {learner.share('train_s'):.0%} of its time",
+             _learner_change(spi, figures["actors_before_learner_binds"], pack.count)), kept))
     if data_wait >= WAITS:
         return _actors_short(obs, pack, verdict, data_wait, figures["actors_before_learner_binds"])
     # Neither side waits on the other: both may still wait for cores that this run's own roles take.
@@ -281,7 +284,7 @@ def _actors_short(obs: Observation, pack: _Actors, verdict, data_wait: float, en
     """The learner waits for data the rate limiter holds back: which part of the actors' work is short."""
     shares = pack.shares
     kept = _kept_from_cores(obs, sorted(pack.hosts)[0], "actors", pack.starved)
-    if kept:
+    if kept and kept[0] == "evaluator":
         return verdict(*kept)
     work = {"actors' envs": ("stepping envs", shares["env"]),
             "actor inference": ("choosing actions", shares["policy"]),
@@ -294,7 +297,19 @@ def _actors_short(obs: Observation, pack: _Actors, verdict, data_wait: float, en
               "actor inference": f"more envs per actor (one policy call serves them all), or more actors: {more}",
               "actor writes": f"more envs per item (--envs-per-item: one write serves them all), or more actors: "
                               f"{more}"}[part]
-    return verdict(part, why, change)
+    return verdict(*_on_full_machine((part, why, change), kept))
+
+
+def _on_full_machine(named: tuple[str, str, str], kept: tuple[str, str, str] | None) -> tuple[str, str, str]:
+    """The short side's (part, why, change), adding the machine's cores where this run's roles fill them.
+
+    The side the rate limiter waits on is the part either way; a machine the run fills is why that part is slow
+    and more cores one way to speed it up.
+    """
+    if kept is None:
+        return named
+    part, why, change = named
+    return part, f"{why}; {kept[1]}", f"{kept[2]}; or {change}"
 
 
 def _evidence(obs: Observation, pack: _Actors, figures: dict[str, float]) -> list[str]:

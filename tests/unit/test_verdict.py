@@ -204,3 +204,21 @@ def test_the_cpu_quota_and_its_throttled_time_come_from_the_process_cgroup(tmp_p
     assert (quota, throttled) == ((1.5, 2.5) if layout == "v2" else (0.5, 1.5))
     (tmp_path / "proc").write_text("1:cpu:/elsewhere\n")
     assert cpu_quota(str(tmp_path / "proc"), str(root)) is None  # no quota where the process is
+
+
+def test_a_short_side_on_a_machine_the_run_fills_is_still_named_with_the_cores_as_its_cause():
+    """The recorded learner-bound run on a machine its roles fill, every role waiting for a core: the learner is
+    still the part, and its line and change name the cores; an evaluator taking a third of the run's CPU there is
+    named instead."""
+    record = json.loads((RECORDED / "learner.json").read_text())["observation"]
+    observation = Observation.from_dict(record)
+    learner = dataclasses.replace(observation.learner, cpu=1.2, starved=0.7)
+    actors = [dataclasses.replace(a, cpu=0.5, starved=0.7, host=learner.host) for a in observation.actors[:1]]
+    full = dataclasses.replace(observation, learner=learner, actors=actors, evaluators=[])
+    verdict = judge(full)
+    assert verdict.part == "learner", verdict.line()
+    assert "of the 2 cores of" in verdict.why and "gets 30% of the CPU it wants" in verdict.why
+    assert verdict.change.startswith("more cores for that machine") and "--samples-per-insert" in verdict.change
+    assert judge(observation).part == "learner" and "cores of" not in judge(observation).why
+    evaluator = dataclasses.replace(learner, role="evaluator", cpu=1.2, rates={"busy_s": 0.9}, levels={})
+    assert judge(dataclasses.replace(full, evaluators=[evaluator])).part == "evaluator"
