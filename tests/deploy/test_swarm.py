@@ -116,7 +116,7 @@ def test_kubernetes_says_what_the_swarm_stack_says(rendered):
         assert replay["spec"]["volumeClaimTemplates"], overlay
         assert one(objects, "Service", "replay-server")["spec"]["clusterIP"] == "None", overlay
         actor = one(objects, "StatefulSet", "actor")["spec"]["template"]["spec"]
-        env = {e["name"]: e["value"] for e in actor["containers"][0]["env"]}
+        env = {e["name"]: e["value"] for e in actor["containers"][0]["env"] if "value" in e}
         assert env["DQN_ACTOR_ID"] == compose["actor"]["environment"]["DQN_ACTOR_ID"] == "-1", overlay
         spread = actor["topologySpreadConstraints"]
         assert [c["topologyKey"] for c in spread] == ["kubernetes.io/hostname"], overlay
