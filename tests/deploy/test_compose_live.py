@@ -192,8 +192,13 @@ def test_compose_topology_live(engine, tmp_path):
     step = train_step(engine)
     os.kill(before["State"]["Pid"], signal.SIGKILL)
     killed_at = time.monotonic()
-    wait_for(lambda: train_step(engine) > step + 50, 45, "training to resume within 45 s of the crash",
-             interval_s=0.5)
+    try:
+        wait_for(lambda: train_step(engine) > step + 50, 45, "training to resume within 45 s of the crash",
+                 interval_s=0.5)
+    except AssertionError as error:
+        logs = engine.compose("logs", "--no-color", "--tail", "40", "replay-server", "learner", check=False)
+        raise AssertionError(f"{error}\ntrain step {train_step(engine)}, {step} at the crash\n"
+                             f"{(logs.stdout + logs.stderr)[-6000:]}") from None
     timings["crash_recovery"] = time.monotonic() - killed_at
     assert engine.inspect(replay["Name"])["RestartCount"] == before["RestartCount"] + 1
     logs = engine.compose("logs", "--no-color", "replay-server")
