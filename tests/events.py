@@ -2,7 +2,7 @@
 
 
 def read_scalars(directory):
-    """{tag: [(step, value), ...]} from the TensorBoard event files in `directory`."""
+    """{tag: [(step, value), ...]} of the numeric summaries in the TensorBoard event files in `directory`."""
     import tensorflow as tf
     from tensorflow.core.util import event_pb2
 
@@ -11,7 +11,10 @@ def read_scalars(directory):
         for record in tf.data.TFRecordDataset(str(path)):
             event = event_pb2.Event.FromString(record.numpy())
             for value in event.summary.value:
-                scalars.setdefault(value.tag, []).append((event.step, float(tf.make_ndarray(value.tensor))))
+                array = tf.make_ndarray(value.tensor)
+                if array.dtype.kind in "OSU":  # text summaries (the replay server's verdict/line)
+                    continue
+                scalars.setdefault(value.tag, []).append((event.step, float(array)))
     return scalars
 
 

@@ -140,7 +140,7 @@ def test_roles_read_and_write_the_control_tables_at_the_control_address(system_f
         assert status.returncode == 0, status.stdout + status.stderr
         assert f"replay server {system.server.address}: reachable" in status.stdout
         assert f"control server {control_address}: reachable" in status.stdout
-        shown = re.search(r"^latest published train step: (\d+)$", status.stdout, re.M)
+        shown = re.search(r"^latest published train step: (\d+) \(unsigned\)$", status.stdout, re.M)
         assert shown and int(shown.group(1)) > 0, status.stdout
 
         # A reset request in the control server reaches the learner, which empties the replay server's table.
