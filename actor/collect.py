@@ -92,6 +92,10 @@ class Actor:
         self.policy = builder.make_collect_policy(config.num_envs, self.seed,
                                                   q_values=self.initial_priorities is not None)
         self.warmup_policy = builder.make_warmup_policy(config.num_envs, self.seed)
+        # The run's actions and masks: every action taken is checked against the mask it was chosen under.
+        self.valid = builder.agent.valid_actions
+        self.checks_actions = self.valid.masked or self.valid.padding is not None
+        self.illegal_actions = 0
         self.puller = WeightsPuller(config.control_address_resolved(), config.rpc_timeout_s)
         self.summary_dir = config.path(actor_dir(config.actor_id))
         self.summary_writer = tf.summary.create_file_writer(self.summary_dir)
@@ -143,12 +147,17 @@ class Actor:
         warming_up = self.env_steps < self.config.warmup_steps
         policy = self.warmup_policy if warming_up else self.policy
         action, q_values = policy.actions(self.time_step)
+        mask = self.valid.mask(self.time_step.observation) if self.checks_actions else None
+        if mask is not None:
+            self.illegal_actions += self.valid.illegal(action, mask)
         self._wait_for_replay()
         next_time_step = self.env.step(action)
         faulted = self.env.faulted
         priorities = None
         if self.initial_priorities is not None:
-            priorities = self.initial_priorities.closing(q_values)
+            # The Q-values are of this step's observation: the max that closes the transition into it is over the
+            # actions valid there.
+            priorities = self.initial_priorities.closing(q_values, mask)
             # Envs whose previous env step faulted wrote that transition masked (its first step made LAST): it
             # adds nothing to its block's priority.
             priorities[self._previous_step_faulted] = 0.0
@@ -174,6 +183,7 @@ class Actor:
                    "actor/policy_lag_at_refresh": self.policy_lag,
                    "actor/episodes": self.stats.episodes,
                    "actor/env_restarts": self.env.restarts,
+                   "actor/illegal_actions": self.illegal_actions,
                    "actor/throttled_seconds": self.throttled_s}
         if self.stats.recent_returns:
             scalars.update({"actor/average_return": self.stats.average_return(),
@@ -181,7 +191,8 @@ class Actor:
         self.scalars.write(self.env_steps, scalars)  # one graph call (dqn/process/summaries.py)
         write_progress(self.summary_dir, env_steps=self.env_steps, env_steps_per_sec=rate,
                        episodes=self.stats.episodes, env_restarts=self.env.restarts,
-                       weights_train_step=self.weights_step, items=self.writer.items_created,
+                       illegal_actions=self.illegal_actions, weights_train_step=self.weights_step,
+                       items=self.writer.items_created,
                        epsilon=scalars["actor/epsilon"], status=self.status)
 
     def run(self) -> None:

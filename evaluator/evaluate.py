@@ -44,6 +44,7 @@ from dqn.envs.making import EnvOptions, registered_episode_limit
 from dqn.model.flat_weights import FlatWeights
 from dqn.process.health import start_health
 from dqn.process.log_throttle import LogThrottle
+from dqn.process.progress import write_progress
 from dqn.process.runtime import StopSignal, use_one_core
 from dqn.process.summaries import GraphScalars
 from dqn.remote.replay_client import wait_for_servers
@@ -108,7 +109,7 @@ def make_episodes(config: EvaluatorConfig, builder: DqnBuilder, num_episodes: in
     if num_episodes is None:
         log.info("evaluation episodes: epsilon %g, at most %s", epsilon, cap)
     return make_episode_runner(builder.make_evaluation_policy(), builder.agent.action_spec, env, epsilon=epsilon,
-                               metrics=make_metrics(context))
+                               metrics=make_metrics(context), valid=builder.agent.valid_actions)
 
 
 def confirmation_seed(seed: int, train_step: int) -> int:
@@ -154,6 +155,7 @@ class Evaluator:
         self._writer = tf.summary.create_file_writer(summary_dir)
         self._scalars = GraphScalars(self._writer)
         self._results_path = os.path.join(summary_dir, "evals.jsonl")
+        self._summary_dir = summary_dir
         self._last_evaluated: int | None = None
         self._wait_notices = LogThrottle(WAIT_LOG_INTERVAL_S)
 
@@ -172,7 +174,7 @@ class Evaluator:
         summary_dir = config.path(role_dir("evaluator"))
         os.makedirs(summary_dir, exist_ok=True)
         bundle = builder.agent
-        best = BestPolicy(summary_dir, bundle.agent.policy, FlatWeights(bundle.policy_variables))
+        best = BestPolicy(summary_dir, builder.make_export_policy(), FlatWeights(bundle.policy_variables))
         reset_requests = ResetRequestSender(config.control_address_resolved(), config.rpc_timeout_s,
                                             client=clients.control)
         return cls(config, context.target_return, episodes, confirmation, best, reset_requests, puller, summary_dir,
@@ -257,13 +259,21 @@ class Evaluator:
         values = dict(evaluation.values)
         if evaluation.confirmed_return is not None:
             values["confirmed_return"] = evaluation.confirmed_return
-        self._scalars.write(evaluation.train_step, {f"eval/{name}": value for name, value in values.items()})
+        illegal = self.illegal_actions
+        self._scalars.write(evaluation.train_step, {**{f"eval/{name}": value for name, value in values.items()},
+                                                    "eval/illegal_actions": illegal})
         self._writer.flush()
+        write_progress(self._summary_dir, train_step=evaluation.train_step, illegal_actions=illegal)
         evaluation.record.update(seconds=round(time.monotonic() - evaluation.started, 3), time=time.time())
         with open(self._results_path, "a", encoding="utf-8") as handle:
             handle.write(json.dumps(evaluation.record) + "\n")
         shown = " ".join(f"{name}={value:.1f}" for name, value in values.items())
         print(f"eval train_step={evaluation.train_step} {shown}", flush=True)
+
+    @property
+    def illegal_actions(self) -> int:
+        """Actions the observations' masks forbade in every evaluation and re-check so far (0 is right)."""
+        return self.episodes.illegal_actions + (self.confirmation.illegal_actions if self.confirmation else 0)
 
     def close(self) -> None:
         """Stops pulling weights, exports the best policy and closes the envs."""

@@ -101,7 +101,8 @@ def _checkpoint_note(address: str, timeout_s: float) -> str:
 
 #: What each role's progress file says, in the order shown: (key, label).
 _PROGRESS_FIELDS = (("train_step", "train step"), ("env_steps", "env steps"), ("env_restarts", "env restarts"),
-                    ("episodes", "episodes"), ("checkpoint_failures", "checkpoint failures"), ("status", "status"))
+                    ("episodes", "episodes"), ("illegal_actions", "illegal actions"),
+                    ("checkpoint_failures", "checkpoint failures"), ("status", "status"))
 
 
 def print_run_progress(root_dir: str) -> None:

@@ -130,6 +130,7 @@ class Learner:
         self.no_data_log = LogThrottle(config.no_data_timeout_s)  # both "no new data" warnings share it
         self.non_finite = NonFiniteUpdates()
         self.rollback_log = LogThrottle(60.0)  # data that stays non-finite would roll back every few calls
+        self.illegal_target_actions = 0  # summarized batches' target actions that their stored masks forbid
         # The agent's variables are listed once (listing walks its modules, milliseconds); the optimizer's are asked
         # each time, because it makes its slots at the first update.
         agent_variables = list(self.bundle.agent.variables)
@@ -213,7 +214,7 @@ class Learner:
         if not self.weights_finite("policy export"):
             return
         if self.policy_saver is None:
-            self.policy_saver = policy_saver.PolicySaver(self.bundle.agent.policy, batch_size=None)
+            self.policy_saver = policy_saver.PolicySaver(self.builder.make_export_policy(), batch_size=None)
         try_write("policy export", export_policy, self.policy_saver, os.path.join(self.directory, "policy"), step)
 
     def run(self) -> int:
@@ -320,16 +321,20 @@ class Learner:
         if not publisher.wait_idle(config.rpc_timeout_s):
             log.warning("final weights not confirmed by the replay server within %.0f s", config.rpc_timeout_s)
         try_write("progress file", write_progress, self.directory, train_step=self.step, sgd_steps_per_sec=0.0,
-                  done=True)
+                  illegal_actions=self.illegal_target_actions, done=True)
         try_write("summaries", self.writer.flush)
 
-    def write_summaries(self, step: int, loss_and_mean_q: tuple[float, float], sgd_rate: float, replay: dict,
+    def write_summaries(self, step: int, batch_stats: tuple[float, float, int], sgd_rate: float, replay: dict,
                         publisher) -> None:
-        """losses/*, charts/*, replay/* scalars at train step `step` and the progress file for the launcher."""
+        """losses/*, charts/*, replay/* scalars at train step `step` and the progress file for the launcher.
+
+        `batch_stats`: (loss, mean max-Q, the target's actions its masks forbid) of the summarized batch.
+        """
         if replay.get("inserts_per_sec"):
             # Uniform sampling from a FIFO buffer: sampled data is on average half a buffer old.
             replay["mean_data_age_train_steps"] = replay["size"] / 2 / replay["inserts_per_sec"] * sgd_rate
-        loss_value, mean_q = loss_and_mean_q
+        loss_value, mean_q, illegal = batch_stats
+        self.illegal_target_actions += illegal
         scalars = {
             "losses/td_loss": loss_value,
             "charts/mean_q": mean_q,
@@ -338,6 +343,7 @@ class Learner:
             "charts/publish_lag": step - max(publisher.published_step, 0),
             "charts/non_finite_updates": self.non_finite.skipped_total,
             "charts/rollbacks": self.non_finite.rollbacks,
+            "charts/illegal_target_actions": self.illegal_target_actions,
             **{f"replay/{key}": value for key, value in replay.items()},
         }
         if self.priorities is not None:
@@ -347,7 +353,7 @@ class Learner:
                             "replay/priority_updates_failed": self.priorities.failed})
         self.scalars.write(step, scalars)
         write_progress(self.directory, train_step=step, sgd_steps_per_sec=sgd_rate, loss=loss_value,
-                       replay_size=replay.get("size", 0))
+                       replay_size=replay.get("size", 0), illegal_actions=self.illegal_target_actions)
 
 
 def _control_note(config: LearnerConfig) -> str:
