@@ -38,8 +38,8 @@ class PickTheTarget(gym.Env):
         if kind == "discrete":
             self.action_space = gym.spaces.Discrete(self.nvec[0])
         elif kind == "tuple":
-            self.action_space = gym.spaces.Tuple([gym.spaces.Discrete(n, start=s) for n, s in zip(self.nvec,
-                                                                                                  self.starts)])
+            self.action_space = gym.spaces.Tuple([gym.spaces.Discrete(n, start=int(start))
+                                                  for n, start in zip(self.nvec, self.starts, strict=True)])
         else:
             self.action_space = gym.spaces.MultiDiscrete(self.nvec)
         target = gym.spaces.Box(0.0, 1.0, (sum(self.nvec),), np.float32)
