@@ -14,7 +14,11 @@ about half are valid at each step. 20 steps an episode; a greedy policy that act
   as the `action_mask` part of a Dict observation.
 - HugeMultiDiscrete-v0: MultiDiscrete([100] * 20): too large for both layouts, refused at start.
 - AllFalseMask-v0: DictMask whose mask allows nothing, once in about 2,000 steps, on a step that ends nothing (an env
-  fault) and always on the step that ends an episode (a game over leaves no move, which is fine).
+  fault) and always on the step that ends an episode (a game over leaves no move, which is fine);
+  OftenAllFalseMask-v0 once in 5 steps.
+- LegalMovesInfo-v0: InfoMask under another key, `info["legal_moves"]` (found with `--action-mask-key legal_moves`).
+- MisfitMask-v0: InfoMask whose mask has one value too few (refused at start).
+- UnevenMultiDiscrete-v0: MultiDiscrete([9, 9, 9, 4]) without a mask (branching, a narrower last dimension).
 
 Episodes end as a game does (terminated), after 20 steps or at a forbidden action.
 """
@@ -31,7 +35,8 @@ class PickTheTarget(gym.Env):
     """The task of the module docstring for `nvec` dimensions; `mask_in` "dict", "info" or None."""
 
     def __init__(self, nvec=(6,), mask_in: str | None = "dict", kind: str = "discrete", starts=None,
-                 all_false_every: int = 0):
+                 all_false_every: int = 0, key: str = "action_mask", misfit: bool = False):
+        self.key, self.misfit = key, misfit
         self.nvec = tuple(nvec)
         self.starts = np.asarray(starts or (0,) * len(self.nvec), np.int64)
         self.mask_in, self.kind, self.all_false_every = mask_in, kind, all_false_every
@@ -44,8 +49,7 @@ class PickTheTarget(gym.Env):
             self.action_space = gym.spaces.MultiDiscrete(self.nvec)
         target = gym.spaces.Box(0.0, 1.0, (sum(self.nvec),), np.float32)
         mask = gym.spaces.Box(0, 1, (sum(self.nvec),), np.int8)
-        self.observation_space = gym.spaces.Dict({"observation": target, "action_mask": mask}) \
-            if mask_in == "dict" else target
+        self.observation_space = gym.spaces.Dict({"observation": target, key: mask}) if mask_in == "dict" else target
         self._size, self._offsets, self._nvec = sum(self.nvec), np.cumsum((0,) + self.nvec[:-1]), np.array(self.nvec)
         self._draws = len(self.nvec) + self._size + 1  # targets, the mask's values, the all-false draw
         self._zeros = np.zeros(self._size, np.float32)
@@ -65,9 +69,10 @@ class PickTheTarget(gym.Env):
         self._mask = valid.view(np.int8)
         one_hot = self._zeros.copy()
         one_hot[chosen] = 1.0
+        mask = self._mask[:-1].copy() if self.misfit else self._mask.copy()
         if self.mask_in == "dict":
-            return {"observation": one_hot, "action_mask": self._mask.copy()}, {}
-        return one_hot, ({"action_mask": self._mask.copy()} if self.mask_in == "info" else {})
+            return {"observation": one_hot, self.key: mask}, {}
+        return one_hot, ({self.key: mask} if self.mask_in == "info" else {})
 
     def reset(self, *, seed=None, options=None):
         super().reset(seed=seed)
@@ -94,6 +99,10 @@ ENVS = {
     "LargeMultiDiscrete-v0": {"nvec": (8, 8, 8, 8), "mask_in": "dict", "kind": "multi-discrete"},
     "HugeMultiDiscrete-v0": {"nvec": (100,) * 20, "mask_in": None, "kind": "multi-discrete"},
     "AllFalseMask-v0": {"mask_in": "dict", "all_false_every": 2000},
+    "OftenAllFalseMask-v0": {"mask_in": "dict", "all_false_every": 5},
+    "LegalMovesInfo-v0": {"mask_in": "info", "key": "legal_moves"},
+    "MisfitMask-v0": {"mask_in": "info", "misfit": True},
+    "UnevenMultiDiscrete-v0": {"nvec": (9, 9, 9, 4), "mask_in": None, "kind": "multi-discrete"},
 }
 
 for _name, _kwargs in ENVS.items():

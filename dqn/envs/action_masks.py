@@ -11,7 +11,7 @@ env's observation (an info mask joins a Dict's parts, or sits beside a part name
 stored in replay with its observation, and the learner's target takes its max over the next step's valid actions.
 The Q-network reads the other parts only, unless `action_mask_input` asks for the mask too (dqn/model/actions.py).
 
-A mask that allows no action ends nothing well. After a step that terminates its episode it is fine (no action is
+A mask that allows no action (for a branching layout: no value of some dimension) ends nothing well. After a step that terminates its episode it is fine (no action is
 taken from that observation, and a terminal step's value is never bootstrapped): it is opened to every action there.
 Anywhere else it is an env fault: `NoValidAction` is raised inside the sub-env, which the vector env's fault
 handling turns into a truncated episode and a recreated sub-env (dqn/envs/faults.py), never an action 0 picked in
@@ -96,7 +96,7 @@ class MaskInObservation(gym.Wrapper):
             parts[self._key] = self._all_valid
             return parts
         service = self._form.service_mask(mask)
-        if not service.any():
+        if not self._form.allows_some(service):
             if not terminated:
                 raise NoValidAction("the mask of valid actions allows no action on a step that does not end the "
                                     "episode (or at a reset); the env must leave at least one action valid")

@@ -168,6 +168,10 @@ class ActionForm:
             raise EnvError(self._misfit(flat.size, expected))
         return valid.view(np.uint8).ravel()
 
+    def allows_some(self, service_mask: np.ndarray) -> bool:
+        """Whether a mask in the service's layout leaves an action to take: a value in every dimension (branching)."""
+        return bool(service_mask.reshape(self.q_shape).any(axis=-1).all())
+
     @functools.cached_property
     def _per_dim_positions(self) -> np.ndarray:
         """Where each Q-value's dimension values sit in a per-dimension mask: flat [P, D], branching [D, n_max].

@@ -88,11 +88,12 @@ def random_play(env_id: str, options: EnvOptions, call_limit_s: float, seed: int
 def valid_random_action(env, mask, rng: np.random.Generator):
     """A uniform action among those the env's `mask` allows, in the service's layout (any action if none is)."""
     form = action_form_of(env)
-    valid = form.service_mask(mask).reshape(form.q_shape).astype(bool)
-    if form.layout == "branching":  # one value per dimension, each among its valid ones
-        return np.array([rng.choice(np.flatnonzero(row)) if row.any() else 0 for row in valid], np.int64)
-    if not valid.any():
+    service = form.service_mask(mask)
+    if not form.allows_some(service):
         return env.action_space.sample()
+    valid = service.reshape(form.q_shape).astype(bool)
+    if form.layout == "branching":  # one value per dimension, each among its valid ones
+        return np.array([rng.choice(np.flatnonzero(row)) for row in valid], np.int64)
     return int(rng.choice(np.flatnonzero(valid))) + form.start[0] * (form.layout == "single")
 
 
