@@ -11,11 +11,12 @@ env's observation (an info mask joins a Dict's parts, or sits beside a part name
 stored in replay with its observation, and the learner's target takes its max over the next step's valid actions.
 The Q-network reads the other parts only, unless `action_mask_input` asks for the mask too (dqn/model/actions.py).
 
-A mask that allows no action (for a branching layout: no value of some dimension) ends nothing well. After a step that terminates its episode it is fine (no action is
-taken from that observation, and a terminal step's value is never bootstrapped): it is opened to every action there.
-Anywhere else it is an env fault: `NoValidAction` is raised inside the sub-env, which the vector env's fault
-handling turns into a truncated episode and a recreated sub-env (dqn/envs/faults.py), never an action 0 picked in
-silence. An info without the mask counts as every action valid, logged once per sub-env.
+A mask that allows no action (for a branching layout: no value of some dimension) ends nothing well. After a step
+that terminates its episode it is fine (no action is taken from that observation, and a terminal step's value is
+never bootstrapped): it is opened to every action there. Anywhere else it is an env fault: `NoValidAction` is raised
+inside the sub-env, which the vector env's fault handling turns into a truncated episode and a recreated sub-env
+(dqn/envs/faults.py), never an action 0 picked in silence. An info without the mask counts as every action valid,
+logged once per sub-env.
 """
 
 from __future__ import annotations

@@ -166,8 +166,8 @@ class Smoke:
 
 
 SMOKES = {
-    "action_heads": Smoke(("--flat", "4", "--branching", "2x3", "--seconds", "0.2", "--rounds", "1", "--batch-size", "16",
-                           "--fc-layer-params", "8"), check_action_heads),
+    "action_heads": Smoke(("--flat", "4", "--branching", "2x3", "--seconds", "0.2", "--rounds", "1", "--batch-size",
+                           "16", "--fc-layer-params", "8"), check_action_heads),
     "actor_throughput": Smoke(("--seconds", "0.4", "--num-envs", "16", "--stock-seconds", "0.2", "--warmup-s", "0.5"),
                               check_actor_throughput),
     "book_loop": Smoke(("--budget-s", "200", "--max-train-steps", "30", "--eval-interval", "15"), check_book_loop),

@@ -1,4 +1,4 @@
-"""Every path that chooses an action takes only valid ones, counted: collect, warm-up, holds, evaluation, export, target.
+"""Every path that chooses an action takes only valid ones, counted: collect, warm-up, holds, evaluation, export.
 
 The Q-network is set to prefer action 0 (value 0 of every dimension) by far, and action 0 is invalid in about half
 the observations: a path that ignored the mask would take invalid actions at once (each test checks that it would).
