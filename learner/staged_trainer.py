@@ -88,6 +88,8 @@ class BatchStats:
         self._output = HostOutput([3], tf.float32)
         network = bundle.q_network  # the agent's own Q-network (the bundle keeps it public)
         valid = bundle.valid_actions
+        # Only where some action can be forbidden; a recurrent target's action needs its state, not kept here.
+        checks = (valid.masked or valid.padding is not None) and not network.state_spec
 
         def graph(experience):
             @tf.function(autograph=False)
@@ -101,9 +103,11 @@ class BatchStats:
                 q_values, _ = network(valid.network_observation(observation), step_type=step_type,
                                       network_state=state, training=False)
                 mean_q = tf.reduce_mean(max_q_values_tf(q_values, valid.mask_tf(observation)))
-                last = ts.TimeStep(rows(experience.step_type, -1), rows(experience.reward, -1),
-                                   rows(experience.discount, -1), rows(experience.observation, -1))
-                illegal = illegal_target_actions_tf(bundle, last) if not network.state_spec else 0
+                illegal = tf.constant(0, tf.int32)
+                if checks:
+                    last = ts.TimeStep(rows(experience.step_type, -1), rows(experience.reward, -1),
+                                       rows(experience.discount, -1), rows(experience.observation, -1))
+                    illegal = illegal_target_actions_tf(bundle, last)
                 self._output.write(tf.stack([loss.read_value(), mean_q, tf.cast(illegal, tf.float32)]))
 
             return measure
