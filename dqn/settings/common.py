@@ -41,7 +41,7 @@ class CommonConfig:
     root_dir: str = setting("runs/cartpole", "run directory for logs, summaries, checkpoints and the resolved "
                             "config.json")
     env_id: str = setting("CartPole-v1", "gymnasium environment id (module:Id imports module first); needs "
-                          "Discrete actions")
+                          "Discrete, MultiDiscrete or Tuple-of-Discrete actions")
     seed: int = setting(0, "base random seed; each actor and env derives its own from it", ge=0)
     replay_address: str = setting("localhost:8000", "host:port of the replay server (the replay data)")
     control_address: str | None = setting(None, "host:port of a server serving the variables, learner_requests and "
