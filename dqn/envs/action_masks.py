@@ -16,7 +16,7 @@ that terminates its episode it is fine (no action is taken from that observation
 never bootstrapped): it is opened to every action there. Anywhere else it is an env fault: `NoValidAction` is raised
 inside the sub-env, which the vector env's fault handling turns into a truncated episode and a recreated sub-env
 (dqn/envs/faults.py), never an action 0 picked in silence. An info without the mask counts as every action valid,
-logged once per sub-env.
+logged once per sub-env. The info the service keeps (`GymnasiumVectorEnvironment.infos`) leaves an info mask out.
 """
 
 from __future__ import annotations
@@ -105,15 +105,22 @@ class MaskInObservation(gym.Wrapper):
         parts[self._key] = service
         return parts
 
+    def _without_mask(self, info: dict) -> dict:
+        """The info without an info mask: the observation holds it now (gymnasium's vector env would batch it too)."""
+        if self._source != "info" or self._key not in info:
+            return info
+        return {key: value for key, value in info.items() if key != self._key}
+
     def reset(self, **kwargs):
         """The reset's observation with its mask."""
         observation, info = self.env.reset(**kwargs)
-        return self._observe(observation, info, terminated=False), info
+        return self._observe(observation, info, terminated=False), self._without_mask(info)
 
     def step(self, action):
         """The step's observation with its mask (NoValidAction for an empty one that ends nothing)."""
         observation, reward, terminated, truncated, info = self.env.step(action)
-        return self._observe(observation, info, bool(terminated)), reward, terminated, truncated, info
+        observation = self._observe(observation, info, bool(terminated))
+        return observation, reward, terminated, truncated, self._without_mask(info)
 
 
 class MaskSeen:

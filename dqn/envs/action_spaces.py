@@ -147,6 +147,11 @@ class ActionForm:
 
     def service_mask(self, mask) -> np.ndarray:
         """An env's mask (see the module docstring) in the service's layout: uint8 [mask_length]; EnvError if misfit."""
+        if self.layout == "single" and not isinstance(mask, tuple | list):  # the common case, on every env step
+            flat = np.asarray(mask).reshape(-1)
+            if flat.size != self.size:
+                raise EnvError(self._misfit(flat.size, f"{self.size}"))
+            return (flat != 0).view(np.uint8)
         if isinstance(mask, tuple | list):
             flat = np.concatenate([np.asarray(part).ravel() for part in mask]) if mask else np.zeros(0)
             per_dim = True
@@ -170,6 +175,8 @@ class ActionForm:
 
     def allows_some(self, service_mask: np.ndarray) -> bool:
         """Whether a mask in the service's layout leaves an action to take: a value in every dimension (branching)."""
+        if self.layout != "branching":
+            return bool(service_mask.any())
         return bool(service_mask.reshape(self.q_shape).any(axis=-1).all())
 
     @functools.cached_property

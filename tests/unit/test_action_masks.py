@@ -60,13 +60,14 @@ def test_an_info_mask_becomes_a_part_of_the_observation():
     env = make_gym_env("tests.action_envs:InfoMask-v0", EnvOptions(action_mask="info"))
     assert set(env.observation_space.spaces) == {"observation", "action_mask"}
     observation, info = env.reset(seed=3)
-    np.testing.assert_array_equal(observation["action_mask"], info["action_mask"])
+    np.testing.assert_array_equal(observation["action_mask"], env.unwrapped._mask)
+    assert "action_mask" not in info  # the observation holds it now
     assert observation["action_mask"].dtype == np.uint8 and env.observation_space.contains(
         {**observation, "action_mask": observation["action_mask"].astype(np.int8)})
     target = int(np.argmax(observation["observation"]))
     observation, reward, terminated, _, info = env.step(target)
-    assert reward == 1.0 and not terminated
-    np.testing.assert_array_equal(observation["action_mask"], info["action_mask"])
+    assert reward == 1.0 and not terminated and "action_mask" not in info
+    np.testing.assert_array_equal(observation["action_mask"], env.unwrapped._mask)
 
 
 class FixedMaskEnv(tests.action_envs.PickTheTarget):
