@@ -207,7 +207,8 @@ class ValidActions:
 
     def greedy(self, q_values: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
         """Greedy actions (with the minimum) from Q-values [N, *q_shape]."""
-        return greedy_actions(q_values, mask) + self.minimum
+        actions = greedy_actions(q_values, mask)
+        return actions + self.minimum if self.minimum else actions
 
     def random(self, rng: np.random.Generator, count: int, mask: np.ndarray | None) -> np.ndarray:
         """`count` uniform valid actions; `mask` [count, *q_shape] or None."""
