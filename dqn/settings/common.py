@@ -21,7 +21,7 @@ AUTO_FROM_ENV = {"observation_history": None, "image_encoding": "auto", "action_
                  "samples_per_insert": None, "action_mask": "auto"}
 
 #: Multi-discrete actions get one Q-value per combination up to this many combinations: the learner's SGD step
-#: slows with its output layer, and up to here that layer costs a small part of the step on a 2-core CPU
+#: slows with its output layer, and up to here that layer costs less than the rest of the step on a 2-core CPU
 #: (bench/action_heads.py measures it; docs/learning.md has the figures).
 MAX_FLAT_ACTIONS = 256
 #: Beyond that a branching Q-network, up to this many outputs (dimensions x values of the widest): where the output
