@@ -22,12 +22,17 @@ from dqn.process.log_throttle import LogThrottle
 from dqn.process.progress import EpisodeStats, write_progress
 from dqn.process.runtime import StopSignal, use_one_core
 from dqn.process.summaries import GraphScalars
+from dqn.process.usage import Laps
+from dqn.process.write_guard import WriteGuard
 from dqn.remote.replay_client import ServerClients, wait_for_servers
+from dqn.remote.role_reports import RoleReporter
 from dqn.remote.weights_puller import WeightsPuller
 from dqn.resolve import run_env_specs
 from dqn.settings.config import ActorConfig, actor_dir
 
 log = logging.getLogger("actor")
+#: The actor's writes to the run root (summaries, progress file), which a full disk must not stop.
+try_write = WriteGuard("actor")
 
 #: Seconds the actor's last writes get at shutdown. A healthy server confirms in-flight items within milliseconds;
 #: items still unconfirmed after this were never stored (after the learner stops, the rate limiter holds them for
@@ -96,7 +101,7 @@ class Actor:
         self.valid = builder.agent.valid_actions
         self.checks_actions = self.valid.masked or self.valid.padding is not None
         self.illegal_actions = 0
-        self.puller = WeightsPuller(config.control_address_resolved(), config.rpc_timeout_s)
+        self.puller = WeightsPuller(config.control_address_resolved(), config.rpc_timeout_s, key=config.shared_key)
         self.summary_dir = config.path(actor_dir(config.actor_id))
         self.summary_writer = tf.summary.create_file_writer(self.summary_dir)
         self.scalars = GraphScalars(self.summary_writer)
@@ -107,15 +112,28 @@ class Actor:
         self.env_steps = 0
         self._previous_step_faulted = np.zeros(config.num_envs, dtype=bool)  # envs whose last env step faulted
         self.throttled_s = 0.0
+        self._beat = lambda: None  # the health heartbeat, set by run()
         self.status = "warming up"
         self._last_summary = (time.monotonic(), 0)
         self._notices = LogThrottle(15.0)
+        self.laps = Laps("policy_s", "held_s", "env_s", "write_s", "weights_s", "no_weights_s")
+        self.reporter = RoleReporter(config.control_address_resolved(), config.rpc_timeout_s, "actor",
+                                     str(config.actor_id), self.report_counters, config.report_interval_s)
+
+    def report_counters(self) -> dict[str, float]:
+        """What this actor tells the replay server for the bottleneck verdict (read on the reporter's thread)."""
+        return {**self.laps.seconds, "env_steps": self.env_steps, "num_envs": self.config.num_envs,
+                "weights_step": self.weights_step, "warming_up": float(self.env_steps < self.config.warmup_steps),
+                "downloads": self.puller.downloads, "download_s": self.puller.download_s,
+                "download_bytes": self.puller.download_bytes}
 
     def _apply_new_weights(self) -> None:
         weights = self.puller.latest()
         if weights is None:
             return
+        started = time.perf_counter()
         self.policy.set_weights(weights.variables)
+        self.laps.seconds["weights_s"] += time.perf_counter() - started
         self.policy_lag = max(0, weights.train_step - self.weights_step) if self.weights_step >= 0 else 0
         self.weights_step = weights.train_step
         self.epsilon = actor_epsilon(self.config, weights.exploration_step)
@@ -129,6 +147,7 @@ class Actor:
     def _wait_for_replay(self) -> None:
         """Backpressure: hold the envs while the rate limiter (or a dead server) holds inserts back."""
         while not self.writer.wait_for_server(self.config.max_pending_items, timeout_ms=1000):
+            self._beat()  # a wait under a deadline is a loop that runs: the learner may be down for long
             self.throttled_s += 1.0
             self.status = "throttled (learner behind or replay unreachable)"
             self.maybe_summarize()
@@ -146,12 +165,16 @@ class Actor:
         """One batched step of all envs: choose actions, step, write the N envs' transitions."""
         warming_up = self.env_steps < self.config.warmup_steps
         policy = self.warmup_policy if warming_up else self.policy
+        self.laps.start()
         action, q_values = policy.actions(self.time_step)
         mask = self.valid.mask(self.time_step.observation) if self.checks_actions else None
         if mask is not None:
             self.illegal_actions += self.valid.illegal(action, mask)
+        self.laps.lap("policy_s")
         self._wait_for_replay()
+        self.laps.lap("held_s")
         next_time_step = self.env.step(action)
+        self.laps.lap("env_s")
         faulted = self.env.faulted
         priorities = None
         if self.initial_priorities is not None:
@@ -164,6 +187,7 @@ class Actor:
             self.initial_priorities.taken(q_values, action, next_time_step.reward, next_time_step.discount)
         self._previous_step_faulted = faulted
         self.writer.append(mark_faulted_steps_last(self.time_step, faulted), action, next_time_step, priorities)
+        self.laps.lap("write_s")
         self.stats.update(next_time_step, dropped=faulted)
         self.time_step = next_time_step
         self.env_steps += self.config.num_envs
@@ -184,23 +208,27 @@ class Actor:
                    "actor/episodes": self.stats.episodes,
                    "actor/env_restarts": self.env.restarts,
                    "actor/illegal_actions": self.illegal_actions,
-                   "actor/throttled_seconds": self.throttled_s}
+                   "actor/throttled_seconds": self.throttled_s,
+                   "actor/refused_weights": self.puller.refused.count}
         if self.stats.recent_returns:
             scalars.update({"actor/average_return": self.stats.average_return(),
                             "actor/average_episode_length": self.stats.average_length()})
-        self.scalars.write(self.env_steps, scalars)  # one graph call (dqn/process/summaries.py)
-        write_progress(self.summary_dir, env_steps=self.env_steps, env_steps_per_sec=rate,
-                       episodes=self.stats.episodes, env_restarts=self.env.restarts,
-                       illegal_actions=self.illegal_actions, weights_train_step=self.weights_step,
-                       items=self.writer.items_created,
-                       epsilon=scalars["actor/epsilon"], status=self.status)
+        # A full run root costs the summaries and the progress file, never the collecting.
+        try_write("summaries", self.scalars.write, self.env_steps, scalars)  # one graph call
+        try_write("progress file", write_progress, self.summary_dir, env_steps=self.env_steps,
+                  env_steps_per_sec=rate, episodes=self.stats.episodes, env_restarts=self.env.restarts,
+                  illegal_actions=self.illegal_actions, weights_train_step=self.weights_step,
+                  items=self.writer.items_created, epsilon=scalars["actor/epsilon"],
+                  refused_weights=self.puller.refused.count, status=self.status)
 
-    def run(self) -> None:
-        """Collects until a stop signal or max_env_steps."""
+    def run(self, beat=lambda: None) -> None:
+        """Collects until a stop signal or max_env_steps; calls `beat()` on every pass (the health heartbeat)."""
+        self._beat = beat
         config = self.config
         next_refresh, next_refresh_time = config.warmup_steps, 0.0
         self.time_step = self.env.reset()
         while not self.stop.requested and not (config.max_env_steps and self.env_steps >= config.max_env_steps):
+            beat()
             if self.env_steps >= config.warmup_steps:
                 # Why a time bound too: with few or slow envs, env steps alone would let the policy fall hundreds
                 # of train steps behind the learner (and exploration that follows the greedy policy stall).
@@ -214,7 +242,9 @@ class Actor:
                     self.status = f"waiting for first weights ({self.puller.status})"
                     self._notice("warm-up done; waiting for first weights from the learner (%s)", self.puller.status)
                     self.maybe_summarize()
+                    self.laps.start()
                     self.stop.wait(0.2)
+                    self.laps.lap("no_weights_s")
                     continue
             self.step()
             self.maybe_summarize()
@@ -224,8 +254,9 @@ class Actor:
         self.writer.close(timeout_ms=int(min(FINAL_FLUSH_S, self.config.rpc_timeout_s) * 1000))
         self.status = "stopped"
         self.maybe_summarize(force=True)  # the launcher's final summary reads the env steps from here
+        self.reporter.close()
         self.puller.close()
-        self.summary_writer.flush()
+        try_write("summaries", self.summary_writer.flush)
         self.env.close()
 
 
@@ -233,13 +264,13 @@ def run(config: ActorConfig) -> int:
     """Collects until stopped (SIGTERM/SIGINT) or `max_env_steps`; returns the exit code."""
     use_one_core()
     stop = StopSignal()
-    health = start_health(config.health_port, "actor")
+    health = start_health(config, "actor")
     actor = Actor(config, wait_for_servers(config), stop)
     health.set(True)
     log.info("actor %d: %d envs of %s, writing to %s; policy in %s%s", config.actor_id, config.num_envs,
              config.env_id, config.replay_address, "numpy" if actor.policy.runs_in == "numpy" else "a graph call",
              "; initial priorities: own TD errors" if actor.initial_priorities else "")
-    actor.run()
+    actor.run(health.beat)
     log.info("stopping after %d env steps (%s)", actor.env_steps, stop.signal_name or "max_env_steps reached")
     health.set(False)
     actor.close()

@@ -39,12 +39,15 @@ def rate(step_fn, seconds: float, steps_per_call: int = 1) -> float:
 def fed_step_fn(config, builder, train_fn):
     """(step function, close) of the learner's own input path: batches staged in variables by its feed thread."""
     from dqn.replay_layout.dataset import sample_dataset
+    from dqn.replay_layout.item_checks import item_problems
     from learner.staged_batches import StagedBatches
     from learner.staged_trainer import StagedTrainer
 
-    # `config` may differ from the builder's in its input settings (pipeline, streams, steps per call).
+    # `config` may differ from the builder's in its input settings (pipeline, streams, steps per call). The feed
+    # checks each batch's items as the learner's does.
     feed = StagedBatches(lambda: sample_dataset(config, builder.layout, builder.replay_item_step_spec),
-                         builder.layout.finish_batch())
+                         builder.layout.finish_batch(),
+                         check=lambda experience, _: item_problems(experience, builder.agent.action_spec))
     trainer = StagedTrainer(train_fn, feed.slots)
 
     def fed_step():

@@ -3,8 +3,11 @@
 For each run: time to the env's reward_threshold (the evaluator's 10-episode greedy average and its re-check on
 30 fresh episodes, from launch, start-up included), the best greedy return of trained weights by 60/120/240 s (from
 `<root>/evaluator/evals.jsonl`), and the policy check: the exported best policy replayed on 50 new episodes
-(`dqn-service policy-check`). Prints a table with the peer figures beside ours and writes everything as JSON;
+(`dqn-service policy-check`). Prints a table and writes everything as JSON;
 with `--png-dir`, one learning-curve PNG per env (each evaluation's return against seconds, a line per seed).
+
+Comparisons with Stable-Baselines3 are the fair harness's (bench/fair_run.py: the same wall-clock marks, evaluator
+and evaluation episodes for every side); this suite reports the service alone and prints no peer figure.
 
     python bench/learning_suite.py --envs Acrobot-v1 LunarLander-v3 CartPole-v1 --seeds 1 2 3 4 5 --budget-s 240
 
@@ -30,14 +33,6 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from bench.common import save_env_png  # noqa: E402
 from bench.time_to_solve import run_service  # noqa: E402
 
-#: The peer anchor: Stable-Baselines3 DQN with rl-baselines3-zoo's tuned hyperparameters (`hyperparams/dqn.yml`)
-#: for each env, measured on this 2-core box beside the service (greedy 10-episode evaluation every 5,000 env
-#: steps). Not re-run here.
-PEERS = {
-    "CartPole-v1": "SB3 + zoo: median 184 s to >= 475 over 5 seeds; 2/5 within 120 s",
-    "Acrobot-v1": "SB3 + zoo: best -118 (seed 1), -132 (seed 2) in its 150k-step budget (~70 s); not solved",
-    "LunarLander-v3": "SB3 + zoo: best 93 (seed 1) in its 150k-step budget (~190 s); not solved",
-}
 CHECKPOINTS_S = (60, 120, 240)
 
 
@@ -118,7 +113,7 @@ def fmt(value) -> str:
 
 
 def print_table(rows: list[dict], checkpoints: tuple[int, ...], budget_s: float) -> None:
-    """Markdown table of all runs, then one summary per env and variant, and the peer anchor.
+    """Markdown table of all runs, then one summary per env and variant.
 
     The summary: solved count, median time (unsolved = budget), the median best return at the budget and its ratio
     to the first variant's.
@@ -146,7 +141,6 @@ def print_table(rows: list[dict], checkpoints: tuple[int, ...], budget_s: float)
                   f"{budget_s:.0f} s, median {statistics.median(times):.1f} s (unsolved counted as {budget_s:.0f} s);"
                   f" median best return by {checkpoints[-1]} s: {fmt(median_best)}{ratio}; best policy holds on 50 "
                   f"new episodes: {holds}/{len(runs)}")
-        print(f"  peer anchor (measured on this box earlier, not re-run): {PEERS.get(env_id, 'none recorded')}")
 
 
 def main() -> None:
@@ -175,7 +169,7 @@ def main() -> None:
         print("wrote", plot(rows, env_id, args.budget_s, args.png_dir), flush=True)
     os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
     with open(args.json, "w", encoding="utf-8") as handle:
-        json.dump({"budget_s": args.budget_s, "rows": rows, "peers": PEERS}, handle, indent=1)
+        json.dump({"budget_s": args.budget_s, "rows": rows}, handle, indent=1)
     print(f"wrote {args.json}", flush=True)
 
 

@@ -1,4 +1,13 @@
-"""Envs the service was not built for, ours beside Stable-Baselines3 DQN: same envs, seeds and wall clock.
+"""Env families from PyPI outside gymnasium, ours beside Stable-Baselines3 DQN: same envs, seeds and wall clock.
+
+Not all of them are held out: the service's auto rules were designed on some (highway-env for the replay ratio,
+popgym's position-only cart-pole for the observation history, MiniGrid DoorKey and Empty for image codes and
+advantage learning); no rule was designed on MinAtar Breakout or Flappy Bird.
+
+Superseded by the fair harness (bench/fair_run.py, bench/fair_eval.py, bench/fair_tables.py) for any comparison:
+here each side scores itself (best-so-far over unequal numbers of evaluations, SB3's inside its training process,
+ours with `--target-return 1e9`, which turns its re-check off), so its figures are not like-for-like. Kept until
+these families are ported to the harness.
 
 Per env and seed, one after the other (never two trainings at once): `dqn-service local --env-id E --seed S
 --max-wall-time-s B --target-return 1e9` (the defaults otherwise; the target is never reached, so it runs the whole

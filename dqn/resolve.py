@@ -9,6 +9,10 @@ the settings with each decided, saying in one log line per setting what it chose
 before its roles start, the replay server when roles are started apart; the replay server publishes the run's settings
 (dqn/remote/run_settings.py) and every other role adopts them (`adopt_run_settings`), so all roles use exactly the same
 values however they are started. `DqnBuilder` is handed resolved settings and the env's specs and never plays.
+
+The replay ratio of a slow env also depends on how fast the learner trains, which is measured on the learner's own
+machine: `local` times it here (its learner runs here); a replay server started apart passes a `learner_speed`
+that asks the run's learner to time itself (replay_server/learner_speed.py, `adopt_from_server(times_learner=True)`).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import dataclasses
 import logging
 import os
 import socket
+from collections.abc import Callable
 from typing import Any
 
 from dqn.envs.action_masks import MaskSeen, action_mask_for
@@ -28,13 +33,15 @@ from dqn.envs.random_play import PROBE_BUDGET_S, PROBE_STEPS, StepTimes, probe_e
 from dqn.envs.spaces import EnvError
 from dqn.errors import BadInput
 from dqn.model.networks import check_network_input
-from dqn.remote.run_settings import wait_for_run_settings
+from dqn.remote.run_settings import report_learner_speed, wait_for_run_settings
 from dqn.replay_layout.items import ItemShape
 from dqn.replay_layout.tables import SLOW_STEP_SECONDS, auto_samples_per_insert
 from dqn.settings.common import AUTO_FROM_ENV
 from dqn.settings.loading import ConfigError, read_config_file, write_config
 
 log = logging.getLogger(__name__)
+#: (settings resolved but for the replay ratio, the env's specs) -> (the learner's seconds per sample, where timed).
+LearnerSpeed = Callable[[Any, EnvSpecs], tuple[float, str]]
 
 
 def run_env_specs(config) -> EnvSpecs:
@@ -42,7 +49,7 @@ def run_env_specs(config) -> EnvSpecs:
     return env_specs(config.env_id, EnvOptions.from_config(config))
 
 
-def resolve_run(config, record_path: str):
+def resolve_run(config, record_path: str, learner_speed: LearnerSpeed | None = None):
     """The run's settings, recorded at `record_path`: auto ones as an earlier start of the run decided them, if any.
 
     A restarted replay server or `local` on the same run directory keeps what the run decided at its first start:
@@ -55,16 +62,17 @@ def resolve_run(config, record_path: str):
         for name, value in kept.items():
             _say(name, value, f"as this run decided at an earlier start, recorded in {record_path}")
         config = dataclasses.replace(config, **kept)
-    config = resolve_settings(config)
+    config = resolve_settings(config, learner_speed)
     write_config(config, record_path)
     return config
 
 
-def resolve_settings(config):
+def resolve_settings(config, learner_speed: LearnerSpeed | None = None):
     """`config` with every setting of AUTO_FROM_ENV decided; explicit values are kept and nothing is played for them.
 
     Errors of the env id (unknown, unsupported spaces) and settings that do not fit the env raise; an env that fails
-    in random play leaves each rule at its safe choice, with a warning.
+    in random play leaves each rule at its safe choice, with a warning. `learner_speed` times the learner for a
+    slow env's replay ratio (default: here, `time_learner_here`).
     """
     auto = config.unresolved()
     if not auto:
@@ -109,7 +117,8 @@ def resolve_settings(config):
         config = dataclasses.replace(config, action_gap_alpha=alpha)
         _say("action_gap_alpha", alpha, why)
     if "samples_per_insert" in auto:
-        config = dataclasses.replace(config, samples_per_insert=_replay_ratio(config, specs, played.get("steps")))
+        ratio = _replay_ratio(config, specs, played.get("steps"), learner_speed or time_learner_here)
+        config = dataclasses.replace(config, samples_per_insert=ratio)
     return config
 
 
@@ -131,8 +140,8 @@ def _watchers(auto: list[str], plain: EnvSpecs, mask_key: str) -> dict[str, Any]
     return watchers
 
 
-def _replay_ratio(config, specs: EnvSpecs, steps: StepTimes | None) -> float:
-    """samples_per_insert auto: from the env's median step and, for a slow env, this machine's learner speed."""
+def _replay_ratio(config, specs: EnvSpecs, steps: StepTimes | None, learner_speed: LearnerSpeed) -> float:
+    """samples_per_insert auto: from the env's median step and, for a slow env, the learner's speed."""
     step_s = steps.median() if steps is not None else None
     if step_s is None:
         ratio = auto_samples_per_insert(0.0, None)
@@ -143,16 +152,22 @@ def _replay_ratio(config, specs: EnvSpecs, steps: StepTimes | None) -> float:
         _say("samples_per_insert", ratio, f"an env step takes {step_s * 1e3:.3g} ms, below "
                                           f"{SLOW_STEP_SECONDS * 1e3:g} ms")
         return ratio
+    learner_s, where = learner_speed(config, specs)
+    ratio = auto_samples_per_insert(step_s, learner_s)
+    _say("samples_per_insert", ratio, f"an env step takes {step_s * 1e3:.3g} ms; the learner's SGD step takes "
+                                      f"{learner_s * 1e6:.3g} us a sample {where}")
+    return ratio
+
+
+def time_learner_here(config, specs: EnvSpecs) -> tuple[float, str]:
+    """The run's agent timed on this machine: (seconds per sample, "on this machine (host)")."""
     from dqn.model.train_speed import seconds_per_sample  # builds and traces an agent: only for slow envs
 
     shape = ItemShape.from_config(config)
     # A replay server's settings hold no batch size: it times the learner at the default one.
     batch = config.train_batch_size() if hasattr(config, "train_batch_size") else config.auto_batch_size()
-    learner_s = seconds_per_sample(config, specs.observation, specs.action, batch, shape.sequence_length)
-    ratio = auto_samples_per_insert(step_s, learner_s)
-    _say("samples_per_insert", ratio, f"an env step takes {step_s * 1e3:.3g} ms; the learner's SGD step takes "
-                                      f"{learner_s * 1e6:.3g} us a sample on this machine ({socket.gethostname()})")
-    return ratio
+    seconds = seconds_per_sample(config, specs.observation, specs.action, batch, shape.sequence_length)
+    return seconds, f"on this machine ({socket.gethostname()})"
 
 
 def _say(name: str, value: Any, why: str) -> None:
@@ -179,16 +194,27 @@ def adopt_run_settings(config, published: dict[str, Any], source: str):
     return dataclasses.replace(config, **decided)
 
 
-def adopt_from_server(config):
+def adopt_from_server(config, times_learner: bool = False):
     """`config` with the run's settings as the replay server publishes them (a role started apart from the run).
 
-    The env id is checked first, so a bad one fails at once instead of after waiting for the server.
+    The env id is checked first, so a bad one fails at once instead of after waiting for the server. The learner
+    (`times_learner`) answers settings still pending with its SGD step's speed on this machine.
     """
     env_specs(config.env_id, EnvOptions.from_config(config, observation_history=1, action_mask="none"))
     address = config.control_address_resolved()
+    source = f"the replay server at {address}"
+
+    def report_speed(client, pending: dict[str, Any]) -> None:
+        adopted = adopt_run_settings(config, pending, source)
+        seconds, where = time_learner_here(adopted, run_env_specs(adopted))
+        log.info("samples_per_insert: the replay server waits for this learner's speed; its SGD step takes %.3g us "
+                 "a sample %s", seconds * 1e6, where)
+        report_learner_speed(client, seconds, socket.gethostname(), config.rpc_timeout_s)
+
     published = wait_for_run_settings(address, config.connect_timeout_s, config.rpc_timeout_s,
-                                      replay_too=address == config.replay_address)
-    config = adopt_run_settings(config, published, f"the replay server at {address}")
+                                      replay_too=address == config.replay_address,
+                                      on_pending=report_speed if times_learner else None)
+    config = adopt_run_settings(config, published, source)
     specs = run_env_specs(config)
     check_network_input(config, specs.observation, specs.action)
     return config

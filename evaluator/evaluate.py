@@ -41,14 +41,18 @@ import tensorflow as tf
 from dqn.builder import DqnBuilder
 from dqn.envs.atari import is_atari
 from dqn.envs.making import EnvOptions, registered_episode_limit
+from dqn.files import append_line
 from dqn.model.flat_weights import FlatWeights
 from dqn.process.health import start_health
 from dqn.process.log_throttle import LogThrottle
 from dqn.process.progress import write_progress
 from dqn.process.runtime import StopSignal, use_one_core
 from dqn.process.summaries import GraphScalars
+from dqn.process.usage import Laps
+from dqn.process.write_guard import WriteGuard
 from dqn.remote.replay_client import wait_for_servers
 from dqn.remote.reset_requests import ResetRequestSender
+from dqn.remote.role_reports import RoleReporter
 from dqn.remote.weights_puller import WeightsPuller
 from dqn.remote.weights_wire import PublishedWeights
 from dqn.resolve import run_env_specs
@@ -59,6 +63,8 @@ from evaluator.metrics import AverageReturn, MetricContext, make_metrics
 from evaluator.reset_rule import FallbackResetRule
 
 log = logging.getLogger("evaluator")
+#: The evaluator's writes to the run root (summaries, results, best policy), which a full disk must not stop.
+try_write = WriteGuard("evaluator")
 
 
 #: Nature DQN's evaluation of Atari agents: epsilon 0.05, episodes of at most 5 minutes at 60 frames/s.
@@ -158,6 +164,7 @@ class Evaluator:
         self._summary_dir = summary_dir
         self._last_evaluated: int | None = None
         self._wait_notices = LogThrottle(WAIT_LOG_INTERVAL_S)
+        self._refused_reported = 0
 
     @classmethod
     def from_config(cls, config: EvaluatorConfig, stop_requested: Callable[[], bool]) -> Evaluator:
@@ -170,23 +177,29 @@ class Evaluator:
         confirmation = make_episodes(config, builder, config.eval_confirm_episodes, context) \
             if config.eval_confirm_episodes else None
         log.info("evaluation episodes: %s", episodes.describe())
-        puller = WeightsPuller(config.control_address_resolved(), config.rpc_timeout_s)
+        puller = WeightsPuller(config.control_address_resolved(), config.rpc_timeout_s, key=config.shared_key)
         summary_dir = config.path(role_dir("evaluator"))
         os.makedirs(summary_dir, exist_ok=True)
         bundle = builder.agent
         best = BestPolicy(summary_dir, builder.make_export_policy(), FlatWeights(bundle.policy_variables))
         reset_requests = ResetRequestSender(config.control_address_resolved(), config.rpc_timeout_s,
-                                            client=clients.control)
+                                            client=clients.control, key=config.shared_key)
         return cls(config, context.target_return, episodes, confirmation, best, reset_requests, puller, summary_dir,
                    stop_requested)
 
     def new_weights(self) -> PublishedWeights | None:
         """Weights at least eval_interval train steps past the last evaluated ones, else None.
 
-        First it retries delivering a reset request that is still pending.
+        First it retries delivering a reset request that is still pending. Weights the puller refused (a bad
+        signature, a train step no learner could reach: dqn/remote/item_trust.py) never come here, so they are
+        never evaluated nor kept as the best policy; their count goes to TensorBoard (`eval/refused_weights`).
         """
         self._reset_requests.flush()
         self._puller.request()
+        refused = self._puller.refused.count
+        if refused != self._refused_reported:
+            self._refused_reported = refused
+            self._scalars.write(self._last_evaluated or 0, {"eval/refused_weights": float(refused)})
         weights = self._puller.latest()
         if weights is None:
             if self._last_evaluated is None and self._wait_notices.ready():
@@ -240,8 +253,8 @@ class Evaluator:
 
     def offer_best(self, evaluation: Evaluation) -> None:
         """Offers the weights to the kept best policy (ranked by the confirmed return where there is one)."""
-        self.best.offer(evaluation.train_step, evaluation.average_return, evaluation.weights.variables,
-                        evaluation.confirmed_return)
+        try_write("best weights", self.best.offer, evaluation.train_step, evaluation.average_return,
+                  evaluation.weights.variables, evaluation.confirmed_return)
 
     def maybe_request_reset(self, evaluation: Evaluation) -> None:
         """Asks the learner for a fresh Q-network if the run is stuck partway to its target (FallbackResetRule)."""
@@ -260,15 +273,16 @@ class Evaluator:
         if evaluation.confirmed_return is not None:
             values["confirmed_return"] = evaluation.confirmed_return
         illegal = self.illegal_actions
-        self._scalars.write(evaluation.train_step, {**{f"eval/{name}": value for name, value in values.items()},
-                                                    "eval/illegal_actions": illegal})
-        self._writer.flush()
-        write_progress(self._summary_dir, train_step=evaluation.train_step, illegal_actions=illegal)
+        # A full run root costs these records (each failure counted and logged), never the evaluating.
+        try_write("summaries", self._scalars.write, evaluation.train_step,
+                  {**{f"eval/{name}": value for name, value in values.items()}, "eval/illegal_actions": illegal})
+        try_write("summaries", self._writer.flush)
+        try_write("progress file", write_progress, self._summary_dir, train_step=evaluation.train_step,
+                  illegal_actions=illegal)
         evaluation.record.update(seconds=round(time.monotonic() - evaluation.started, 3), time=time.time())
-        with open(self._results_path, "a", encoding="utf-8") as handle:
-            handle.write(json.dumps(evaluation.record) + "\n")
+        try_write("evals.jsonl", append_line, self._results_path, json.dumps(evaluation.record) + "\n")
         shown = " ".join(f"{name}={value:.1f}" for name, value in values.items())
-        print(f"eval train_step={evaluation.train_step} {shown}", flush=True)
+        try_write("log line", print, f"eval train_step={evaluation.train_step} {shown}", flush=True)
 
     @property
     def illegal_actions(self) -> int:
@@ -278,7 +292,7 @@ class Evaluator:
     def close(self) -> None:
         """Stops pulling weights, exports the best policy and closes the envs."""
         self._puller.close()
-        self.best.export()
+        try_write("best policy export", self.best.export)
         if self.best.train_step is not None:
             log.info("best policy: train step %d, score %.1f, in %s", self.best.train_step, self.best.score,
                      self.best.export_dir)
@@ -291,23 +305,36 @@ def run(config: EvaluatorConfig) -> int:
     """Evaluates each newly published policy that is >= eval_interval steps past the last one."""
     use_one_core()
     stop = StopSignal()
-    health = start_health(config.health_port, "evaluator")
-    evaluator = Evaluator.from_config(config, lambda: stop.requested)
+    health = start_health(config, "evaluator")
+
+    def stop_requested() -> bool:
+        health.beat()  # the episodes ask between steps: an evaluation under way is a loop that runs
+        return stop.requested
+
+    evaluator = Evaluator.from_config(config, stop_requested)
+    laps, evaluations = Laps("busy_s"), [0]
+    reporter = RoleReporter(config.control_address_resolved(), config.rpc_timeout_s, "evaluator", "0",
+                            lambda: {**laps.seconds, "evaluations": evaluations[0]}, config.report_interval_s)
     health.set(True)
     while not stop.wait(config.poll_interval_s):
+        health.beat()
         weights = evaluator.new_weights()
         if weights is None:
             continue
+        laps.start()
         evaluation = evaluator.evaluate(weights)
         if evaluation is None:  # stopped (the next wait ends the loop), or no whole episode to score
             continue
         evaluator.recheck(evaluation)
+        laps.lap("busy_s")
+        evaluations[0] += 1
         if stop.requested:
             break
         evaluator.offer_best(evaluation)
         evaluator.maybe_request_reset(evaluation)
         evaluator.record(evaluation)
     log.info("stopping (%s)", stop.signal_name)
+    reporter.close()
     health.set(False)
     evaluator.close()
     health.stop()

@@ -36,7 +36,8 @@ def _parser() -> argparse.ArgumentParser:
     for role in ROLES.values():
         sub = commands.add_parser(role.name, help=role.help, description=role.help)
         config_loading.add_flags(sub, role.config_class)
-    status = commands.add_parser("status", help="tables, rates, latest train step and role health")
+    status = commands.add_parser("status", help="tables, rates, latest train step, role health and the bottleneck "
+                                 "verdict")
     status.add_argument("--replay-address", default="localhost:8000", help="host:port of the replay server")
     status.add_argument("--control-address", default=None, help="host:port of the server of the variables and "
                         "learner_requests tables, where not the replay server")
@@ -44,7 +45,8 @@ def _parser() -> argparse.ArgumentParser:
                         help="a role's health endpoint to check (repeatable)")
     status.add_argument("--timeout", type=float, default=5.0, help="seconds per remote call")
     status.add_argument("--root-dir", default=None, help="run directory: also show each role's last progress "
-                        "(train step, env steps, env restarts, checkpoint failures)")
+                        "(train step, env steps, env restarts, checkpoint failures) and the replay server's last "
+                        "verdict, also when the server is out of reach")
     probe = commands.add_parser("probe", help="grpc.health.v1 check; exit 0 only if SERVING")
     probe.add_argument("address", help="host:port of a role's health endpoint")
     probe.add_argument("--timeout", type=float, default=3.0, help="seconds to wait for the answer")
@@ -138,14 +140,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "local":  # the roles' imports run in the forkserver while the checks below run here
             from launcher.forked import start_forkserver
 
-            start_forkserver()
+            start_forkserver(config.isolate_network)
         if getattr(config, "actor_id", 0) < 0:  # replicas share one config: give each a stable id of its own
             config = dataclasses.replace(config, actor_id=config.resolved_actor_id())
         setup_logging(args.command)  # before auto settings are decided: each says in one line what it chose
         if args.command not in RESOLVING_ROLES:
             from dqn.resolve import adopt_from_server
 
-            config = adopt_from_server(config)
+            config = adopt_from_server(config, times_learner=args.command == "learner")
             config_loading.write_config(config, config.path(*role_subdir(args.command, config), "config.json"))
         return int(load_entry(role.entry)(config) or 0)
     except ServiceError as error:

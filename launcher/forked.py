@@ -20,14 +20,19 @@ import os
 import signal
 import subprocess
 
+from launcher.network import isolation_refusal
 from launcher.roles import CLI_ENTRY, load_entry, preload_modules
 
 
-def start_forkserver() -> None:
-    """Starts the forkserver and its imports now, so they overlap the launcher's own config checks."""
+def start_forkserver(isolate_network: bool = False) -> None:
+    """Starts the forkserver and its imports now, so they overlap the launcher's own config checks.
+
+    With `isolate_network` it moves into a network namespace of its own first, where the kernel allows it
+    (launcher/network.py); every role forked from it then lives there.
+    """
     context = multiprocessing.get_context("forkserver")
-    # An import that fails here is retried (and reported) in the role.
-    context.set_forkserver_preload(preload_modules())
+    # An import that fails here is retried (and reported) in the role; the network's raises another error.
+    context.set_forkserver_preload(preload_modules(isolate_network and isolation_refusal() is None))
     multiprocessing.forkserver.ensure_running()
 
 

@@ -1,5 +1,7 @@
 """`dqn-service local`: the whole topology as separate OS processes on free loopback ports.
 
+The roles run in a network namespace of their own where the kernel allows it (launcher/network.py): no other host
+reaches the replay port, whose server listens on every interface; elsewhere `local` warns at start.
 Starts replay server, learner, `num_actors` actors, the evaluator (and optionally TensorBoard on 127.0.0.1), shows
 one live progress line, stops at max_train_steps (once the evaluator has scored the last weights) or target return,
 and stops every child cleanly on Ctrl-C/SIGTERM. A role that exits non-zero is restarted with backoff, as compose's and
@@ -10,7 +12,6 @@ keeps failing (max_role_restarts within role_restart_window_s) ends the run, whi
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import os
 import signal
@@ -20,13 +21,19 @@ import time
 
 import portpicker
 
+from dqn.process.cgroup import memory_limit
 from dqn.process.log_throttle import LogThrottle
 from dqn.process.progress import read_progress
 from dqn.process.runtime import StopSignal
 from dqn.resolve import resolve_run, run_env_specs
 from dqn.settings import loading as config_loading
 from dqn.settings.config import LocalConfig, actor_dir, role_dir
+from launcher.eval_records import EvalRecords
 from launcher.forked import ForkedRole
+from launcher.network import exposure_warning, isolation_refusal, network_namespace
+from launcher.verdict_line import read_verdict, short_verdict
+from replay_server.checkpoint_dir import check_checkpoint_dir
+from replay_server.memory_check import check_replay_memory
 
 log = logging.getLogger("local")
 
@@ -156,7 +163,7 @@ class Topology:
         """Replay server first (so the others find it quickly), then learner, actors, evaluator."""
         config = self.config
         self._role("replay-server", "replay-server", "--port", str(self.replay_port),
-                   "--health-port", str(self.replay_health_port))
+                   "--health-port", str(self.replay_health_port), "--health-host", "127.0.0.1")
         self._role("learner", "learner")
         for actor_id in range(config.num_actors):
             self._role(f"actor-{actor_id}", "actor", "--actor-id", str(actor_id),
@@ -167,6 +174,16 @@ class Topology:
                                         "--host", "127.0.0.1", "--port", str(config.tensorboard_port)],
                         essential=False)
             say(f"TensorBoard: http://127.0.0.1:{config.tensorboard_port}/", flush=True)
+
+    def network_line(self) -> str:
+        """Where the roles' ports are reachable from: their own network namespace, or a warning naming the exposure."""
+        replay = next(c for c in self.children if c.name == "replay-server")
+        if network_namespace(replay.pid) not in (None, network_namespace(os.getpid())):
+            return (f"dqn-service local: the roles run in a network namespace of their own (replay server pid "
+                    f"{replay.pid}): no other host reaches the replay port {self.replay_port}")
+        reason = ("--isolate-network false" if not self.config.isolate_network else
+                  isolation_refusal() or "the roles' forkserver was started without it")
+        return exposure_warning(self.replay_port, reason)
 
     def stop(self, stages: tuple[tuple[str, ...], ...] = (("actor", "evaluator", "tensorboard"), ("learner",),
                                                          ("replay-server",))) -> dict[str, int]:
@@ -193,29 +210,9 @@ class Topology:
         return {c.name: c.process.returncode for c in self.children}
 
 
-class EvalRecords:
-    """Reads the evaluator's result lines (`evaluator/evals.jsonl`) as they are appended, none skipped."""
-
-    def __init__(self, root: str):
-        self._path = os.path.join(root, role_dir("evaluator"), "evals.jsonl")
-        self._offset = 0
-
-    def new(self) -> list[dict]:
-        """The complete lines appended since the last call."""
-        try:
-            with open(self._path, "rb") as handle:
-                handle.seek(self._offset)
-                data = handle.read()
-        except FileNotFoundError:
-            return []
-        complete = data[:data.rfind(b"\n") + 1]  # a line still being written is read next time
-        self._offset += len(complete)
-        return [json.loads(line) for line in complete.decode("utf-8").splitlines() if line.strip()]
-
-
 def progress_line(config: LocalConfig, elapsed: float, best: dict | None, role_restarts: int = 0,
-                  latest: dict | None = None) -> tuple[str, int, int]:
-    """(one-line status, train step, env steps) from the roles' progress files."""
+                  latest: dict | None = None, verdict: dict | None = None) -> tuple[str, int, int]:
+    """(one-line status, train step, env steps) from the roles' progress files and the server's verdict."""
     learner = read_progress(config.path(role_dir("learner")))
     actors = [read_progress(config.path(actor_dir(i))) for i in range(config.num_actors)]
     env_steps = sum(a.get("env_steps", 0) for a in actors)
@@ -231,6 +228,8 @@ def progress_line(config: LocalConfig, elapsed: float, best: dict | None, role_r
         line += f" | restarts: roles {role_restarts}, envs {env_restarts}"
     if replay.get("checkpoint_error"):
         line += " | replay checkpoints FAILING (see its log)"
+    if verdict is not None:
+        line += f" | limit: {short_verdict(verdict)}"
     return line, train_step, env_steps
 
 
@@ -243,6 +242,19 @@ def illegal_actions(config: LocalConfig) -> int:
     """Forbidden actions (by a mask) the actors and evaluator took or the learner's target used: 0 unless broken."""
     directories = [actor_dir(i) for i in range(config.num_actors)] + [role_dir("learner"), role_dir("evaluator")]
     return sum(read_progress(config.path(directory)).get("illegal_actions", 0) for directory in directories)
+
+
+def learner_finished(config: LocalConfig, learner: Child) -> bool:
+    """True once the learner reached max_train_steps: it then stays up idle and its progress file says so.
+
+    The train step is checked too, so that the progress file of an earlier, shorter run in the same run directory
+    does not end a run resumed with a larger max_train_steps. A learner that exited 0 (stopped from outside) ends
+    the run as before.
+    """
+    if learner.exit_code() == 0:
+        return True
+    progress = read_progress(config.path(role_dir("learner")))
+    return bool(progress.get("finished")) and progress.get("train_step", 0) >= config.max_train_steps
 
 
 def final_evaluation_due(config: LocalConfig, latest: dict | None, waited_s: float) -> bool:
@@ -277,10 +289,17 @@ def run(config: LocalConfig) -> int:
     stop = StopSignal()
     # The run's auto settings, decided once before any role starts: every role is handed the same values.
     config = resolve_run(config, config.path("config.json"))
-    target = config.resolved_target_return(run_env_specs(config).reward_threshold)
+    specs = run_env_specs(config)
+    target = config.resolved_target_return(specs.reward_threshold)
+    # Bad input is refused before any role starts.
+    check_checkpoint_dir(config.resolved_checkpoint_dir())
+    memory_warning = check_replay_memory(config, specs.observation, memory_limit())
+    if memory_warning:
+        say(f"dqn-service local: WARNING: {memory_warning}", flush=True)
     topology = Topology(config)
     started = time.monotonic()
     topology.start()
+    say(topology.network_line(), flush=True)
     try:
         return watch_until_done(config, topology, stop, target, started)
     finally:
@@ -299,6 +318,7 @@ def watch_until_done(config: LocalConfig, topology: Topology, stop: StopSignal, 
     train_step = env_steps = 0
     evaluations = EvalRecords(config.root_dir)
     solving = latest = learner_done = None
+    shown_part = None
     while True:
         elapsed = time.monotonic() - started
         for record in evaluations.new():
@@ -308,11 +328,15 @@ def watch_until_done(config: LocalConfig, topology: Topology, stop: StopSignal, 
                 best = record
             if solving is None and solves(record, target):
                 solving = record
-        line, train_step, env_steps = progress_line(config, elapsed, best, topology.restarts, latest)
+        verdict = read_verdict(config.root_dir)
+        line, train_step, env_steps = progress_line(config, elapsed, best, topology.restarts, latest, verdict)
         if interactive:
             say("\r" + line.ljust(110), end="", flush=True)
         elif progress_lines.ready():
             say(line, flush=True)
+        if not interactive and verdict and verdict.get("part") != shown_part:
+            shown_part = verdict.get("part")
+            say(f"bottleneck: {verdict.get('line')}", flush=True)
         ended = topology.restart_failed_roles(time.monotonic())
         if ended:
             reason = ended
@@ -323,7 +347,7 @@ def watch_until_done(config: LocalConfig, topology: Topology, stop: StopSignal, 
             reason = f"solved: eval average return {solving['average_return']:.1f}{confirmed} >= {target}"
             break
         learner = next(c for c in topology.children if c.name == "learner")
-        if learner.exit_code() == 0:
+        if learner_finished(config, learner):
             if learner_done is None:
                 learner_done = time.monotonic()
                 if final_evaluation_due(config, latest, 0.0):
@@ -342,6 +366,8 @@ def watch_until_done(config: LocalConfig, topology: Topology, stop: StopSignal, 
     if interactive:
         say()
     wall = time.monotonic() - started  # the moment the run ended (solved, ...), before the roles' shutdown
+    if verdict:
+        say(f"bottleneck (last verdict): {verdict.get('line')}", flush=True)
     say(f"dqn-service local: {reason} at {wall:.1f} s; stopping the roles", flush=True)
     exit_codes = topology.stop()
     # The progress files lag by up to a summary interval, so a quick solve can end the run before any was written.

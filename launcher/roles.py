@@ -48,9 +48,15 @@ STACK_IMPORTS = ("launcher.forkserver_signals", "tensorflow", "reverb", "tf_agen
                  "gymnasium", "grpc")
 
 
-def preload_modules() -> list[str]:
-    """The forkserver's imports: the ML stack, then each role's own modules."""
-    return [*STACK_IMPORTS, *(module for role in ROLES.values() for module in role.preload)]
+#: Imported first in the forkserver of a run that isolates its network: it moves the forkserver, and so every role,
+#: into a network namespace of its own.
+NETWORK_IMPORT = "launcher.forkserver_network"
+
+
+def preload_modules(isolate_network: bool = False) -> list[str]:
+    """The forkserver's imports: the private network (if asked), the ML stack, then each role's own modules."""
+    network = [NETWORK_IMPORT] if isolate_network else []
+    return [*network, *STACK_IMPORTS, *(module for role in ROLES.values() for module in role.preload)]
 
 
 def load_entry(target: str) -> Callable[..., Any]:

@@ -11,10 +11,12 @@ import reverb
 from dqn.process.health import check
 from dqn.process.progress import read_progress
 from dqn.remote.replay_client import server_info
+from dqn.remote.role_reports import fetch_verdict
 from dqn.remote.run_settings import fetch_run_settings
 from dqn.remote.weights_puller import fetch_weights
 from dqn.replay_layout.items import REPLAY_TABLE, VARIABLES_TABLE
 from dqn.settings.common import AUTO_FROM_ENV
+from launcher.verdict_line import read_verdict
 
 
 def _counts(info) -> tuple[int, int]:
@@ -73,6 +75,7 @@ def print_status(replay_address: str, health: dict[str, str], timeout_s: float, 
     weights = fetch_weights(control_address, timeout_s) if published else None
     print(f"latest published train step: {weights.train_step if weights is not None else 'none yet'}")
     print_run_settings(reverb.Client(control_address), timeout_s)
+    print_verdict(reverb.Client(control_address), timeout_s)
     for name, address in sorted(health.items()):
         print(f"{name:<16} {address:<24} {check(address, timeout_s)}{_checkpoint_note(address, timeout_s)}")
     return 0
@@ -92,6 +95,45 @@ def print_run_settings(client: reverb.Client, timeout_s: float) -> None:
     print(f"run settings: env {settings.get('env_id')}, seed {settings.get('seed')}; decided from the env: {decided}")
 
 
+def print_verdict(client: reverb.Client, timeout_s: float) -> None:
+    """The replay server's bottleneck verdict: the part that limits the run, its evidence and capacity figures."""
+    try:
+        verdict = fetch_verdict(client, timeout_s)
+    except Exception as error:  # noqa: BLE001 - the rest of the status is still worth printing
+        print(f"bottleneck: not readable ({type(error).__name__})")
+        return
+    if verdict is None:
+        print("bottleneck: no verdict yet (the replay server judges once roles have reported for a few seconds)")
+        return
+    show_verdict(verdict)
+
+
+def show_verdict(verdict: dict) -> None:
+    """A verdict item's line, evidence and capacity figures (from the server's table or its file)."""
+    age = time.time() - float(verdict.get("time", 0.0))
+    print(f"bottleneck (last {verdict.get('window_s', 0):.0f} s, {age:.0f} s ago): {verdict.get('line')}")
+    for line in verdict.get("evidence", []):
+        print(f"  {line}")
+    capacity = capacity_line(verdict.get("figures", {}))
+    if capacity:
+        print(f"  capacity: {capacity}")
+
+
+def capacity_line(figures: dict) -> str:
+    """How many actors each part serves at the measured rates, from the verdict's figures."""
+    parts = []
+    if "actors_before_learner_binds" in figures:
+        parts.append(f"≈{figures['actors_before_learner_binds']:.1f} actors before the learner binds "
+                     f"({figures['per_actor_unheld_per_s']:,.0f} transitions/s each, the learner takes "
+                     f"{figures['learner_wants_per_s']:,.0f}/s)")
+    if "actors_per_server_core" in figures:
+        parts.append(f"≈{figures['actors_per_server_core']:.0f} per replay-server core")
+    if "mb_per_weight_pull" in figures:
+        parts.append(f"weight pulls {figures.get('weight_pulls_per_s', 0):.0f}/s of "
+                     f"{figures['mb_per_weight_pull']:.2f} MB")
+    return "; ".join(parts)
+
+
 def _checkpoint_note(address: str, timeout_s: float) -> str:
     """' (checkpoint writes failing ...)' when the role reports its 'checkpoints' health part NOT_SERVING."""
     if check(address, timeout_s, service="checkpoints") == "NOT_SERVING":
@@ -102,7 +144,9 @@ def _checkpoint_note(address: str, timeout_s: float) -> str:
 #: What each role's progress file says, in the order shown: (key, label).
 _PROGRESS_FIELDS = (("train_step", "train step"), ("env_steps", "env steps"), ("env_restarts", "env restarts"),
                     ("episodes", "episodes"), ("illegal_actions", "illegal actions"),
-                    ("checkpoint_failures", "checkpoint failures"), ("status", "status"))
+                    ("checkpoint_failures", "checkpoint failures"),
+                    ("refused_reset_requests", "refused reset requests"), ("refused_weights", "refused weights"),
+                    ("bad_batches_skipped", "bad replay batches skipped"), ("status", "status"))
 
 
 def print_run_progress(root_dir: str) -> None:
@@ -114,3 +158,6 @@ def print_run_progress(root_dir: str) -> None:
         progress = read_progress(directory)
         parts = [f"{label} {progress[key]}" for key, label in _PROGRESS_FIELDS if key in progress]
         print(f"{os.path.basename(directory):<16} " + (", ".join(parts) or "-"))
+    verdict = read_verdict(root_dir)
+    if verdict is not None:  # the replay server's copy: `local`'s server is out of reach of this process
+        show_verdict(verdict)

@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Callable
 
+import numpy as np
 import tensorflow as tf
 
 log = logging.getLogger("learner")
@@ -31,10 +32,23 @@ class StagedBatches:
     """
 
     def __init__(self, make_dataset: Callable[[], tf.data.Dataset], finish: Callable | None = None,
-                 num_slots: int = 2):
-        """`finish(*element)`, if given, runs in-graph on each dataset element before it is staged."""
+                 num_slots: int = 2, check: Callable | None = None,
+                 on_bad: Callable[[np.ndarray, np.ndarray], None] | None = None,
+                 on_unreadable: Callable[[Exception], None] | None = None):
+        """`finish(*element)`, if given, runs in-graph on each dataset element before it is staged.
+
+        `check(experience, info)`, if given, runs in-graph too and gives one int per item, 0 if it is fit to train
+        on: a batch with any other is never handed out, and `on_bad(keys, codes)` gets its items' keys and codes
+        (called on the feed thread, which goes on with the next batch). A batch the dataset fails to read
+        (InvalidArgumentError: an item of shapes or dtypes other than the table signature's) goes to
+        `on_unreadable(error)`, and the feed goes on with the next batch of the same dataset.
+        """
         self._make_dataset = make_dataset
         self._finish = finish or (lambda *element: element)
+        self._check = check
+        self._on_bad = on_bad or (lambda keys, codes: None)
+        self._on_unreadable = on_unreadable
+        self._rejected: list[tuple[np.ndarray, np.ndarray]] = []  # filled by the check's callback, in-graph
         first = make_dataset()  # Reverb connects only when iterated: this just reads the element spec
         for leaf in tf.nest.flatten(first.element_spec):
             if not leaf.shape.is_fully_defined():
@@ -60,12 +74,43 @@ class StagedBatches:
         def stager(slot):
             @tf.function(autograph=False)
             def stage():
+                element = next(iterator)
+                if self._check is not None:
+                    self._reject_bad_items(element)
                 tf.nest.map_structure(lambda variable, value: variable.assign(value, read_value=False),
-                                      slot, self._finish(*next(iterator)))
+                                      slot, self._finish(*element))
 
             return stage
 
         return [stager(slot) for slot in self.slots]
+
+    def _stage_checked(self, stage: Callable[[], None]) -> bool:
+        """Runs one staging call; False if the batch it staged is not to be trained on (reported, counted)."""
+        try:
+            stage()
+        except tf.errors.InvalidArgumentError as error:
+            if self._on_unreadable is None:
+                raise
+            # Reverb's sampler has dropped the item it could not read; the same iterator goes on with the next.
+            self._on_unreadable(error)
+            return False
+        if self._rejected:
+            self._on_bad(*self._rejected.pop())
+            self._rejected.clear()
+            return False
+        return True
+
+    def _reject_bad_items(self, element) -> None:
+        """In-graph: hands the batch's keys and problem codes to Python only when an item is bad (a rare event)."""
+        codes = self._check(*element)
+        keys = element[1].key
+
+        def reject():
+            tf.numpy_function(lambda k, c: self._rejected.append((k.copy(), c.copy())), [keys, codes], [],
+                              stateful=True)
+            return tf.constant(True)
+
+        tf.cond(tf.reduce_any(codes != 0), reject, lambda: tf.constant(False))
 
     def get(self, timeout_s: float) -> int | None:
         """The index of a slot holding the next (experience, sample info) batch, or None after `timeout_s`."""
@@ -101,8 +146,10 @@ class StagedBatches:
                     index = self._free_slot()
                     if index is None:
                         return
-                    stage[index]()
-                    self._filled.put(index)
+                    if self._stage_checked(stage[index]):
+                        self._filled.put(index)
+                    else:  # the slot holds no batch to train on: refill it
+                        self._free.put(index)
                     index = None
             except (tf.errors.OutOfRangeError, tf.errors.UnavailableError, tf.errors.DeadlineExceededError) as error:
                 log.debug("replay dataset ended: %s", type(error).__name__)

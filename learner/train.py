@@ -3,7 +3,9 @@
 Batches come from the input pipeline (dqn/replay_layout/dataset.py) through staged variables
 (learner/staged_batches.py) and are unpacked by the replay layout (dqn/replay_layout/). Weights + train step go to
 the `variables` table at start and every `publish_interval` steps; checkpoints every `checkpoint_interval` steps
-and on SIGTERM (restored on start).
+and on SIGTERM (restored on start). At max_train_steps it checkpoints, publishes, and stays up idle saying "done"
+until it is stopped. Batches holding items no actor writes are skipped and those items deleted
+(learner/bad_batches.py).
 Each periodic job is a trigger, built by `make_triggers` (learner/triggers.py). One applies the evaluator's latest
 reset request (evaluator/reset_rule.py, dqn/remote/reset_requests.py) as soon as it arrives: a fresh Q-network, an
 emptied replay table and an epsilon schedule counted from that step, published at once.
@@ -25,26 +27,30 @@ from dqn.model.agent import AgentBundle, reinitialize_q_networks
 from dqn.model.flat_weights import FlatWeights
 from dqn.model.networks import fast_bfloat16, resolved_compute_dtype
 from dqn.model.policy_export import export_policy
-from dqn.model.schedules import epsilon_at
 from dqn.process.health import start_health
 from dqn.process.log_throttle import LogThrottle
 from dqn.process.progress import write_progress
 from dqn.process.runtime import StopSignal, release_free_heap
 from dqn.process.summaries import GraphScalars
+from dqn.process.usage import Laps
 from dqn.remote.connection import RemoteConnection
 from dqn.remote.replay_client import wait_for_servers
 from dqn.remote.reset_requests import ResetRequestWatcher
+from dqn.remote.role_reports import RoleReporter
 from dqn.remote.weights_publisher import WeightsPublisher
+from dqn.replay_layout.item_checks import item_problems
 from dqn.replay_layout.items import REPLAY_TABLE
 from dqn.resolve import run_env_specs
 from dqn.settings.config import LearnerConfig, role_dir
+from learner.bad_batches import BadBatches
 from learner.checkpoints import LearnerCheckpoints
 from learner.non_finite import FiniteVariables, NonFiniteUpdates, is_non_finite_loss
 from learner.priority_updates import PriorityUpdater, importance_beta, importance_weights
 from learner.staged_batches import StagedBatches
 from learner.staged_trainer import BatchStats, StagedTrainer
 from learner.stats import NoInsertWarning, ReplayRates
-from learner.triggers import make_triggers
+from learner.summaries import LearnerSummaries
+from learner.triggers import ResetRequestTrigger, make_triggers
 from learner.write_guard import try_write
 
 log = logging.getLogger("learner")
@@ -81,28 +87,6 @@ def make_train_fn(bundle: AgentBundle, batch_size: int, steps_per_call: int):
     return train_many
 
 
-class _Summaries:
-    """The summaries trigger's work: rates since the last summary, replay stats and the batch of `slot`."""
-
-    def __init__(self, learner: Learner, rates: ReplayRates, batch_stats: BatchStats, publisher: WeightsPublisher):
-        self._learner = learner
-        self._rates = rates
-        self._batch_stats = batch_stats
-        self._publisher = publisher
-        self._last = (time.monotonic(), learner.step)
-        self.slot = 0  # the staged slot trained on last: its batch gives loss and mean Q
-
-    def write(self, step: int) -> None:
-        """Scalars and the progress file at train step `step`."""
-        now = time.monotonic()
-        last_time, last_step = self._last
-        sgd_rate = (step - last_step) / max(now - last_time, 1e-9)
-        self._last = (now, step)
-        replay = self._rates.measure()
-        try_write("summaries", self._learner.write_summaries, step, self._batch_stats.measure(self.slot), sgd_rate,
-                  replay, self._publisher)
-
-
 class Learner:
     """Owns the agent, its checkpoints and the train loop; `run()` returns the exit code."""
 
@@ -119,7 +103,10 @@ class Learner:
                                               agent=self.bundle.agent, train_step=self.bundle.train_step,
                                               exploration_start=self.exploration_start,
                                               reset_request_step=self.reset_request_step)
+        self._heal_applied_request()
         self.reset_requests: ResetRequestWatcher | None = None
+        self.reset_trigger: ResetRequestTrigger | None = None  # set by `run`; counts the requests it refused
+        self.bad_batches = BadBatches(config.replay_address, config.rpc_timeout_s)
         self.replay: RemoteConnection | None = None  # set on connecting; empties the replay table at a reset
         self.train = make_train_fn(self.bundle, config.train_batch_size(), config.train_steps_per_call)
         self.writer = tf.summary.create_file_writer(self.directory)
@@ -135,6 +122,29 @@ class Learner:
         # each time, because it makes its slots at the first update.
         agent_variables = list(self.bundle.agent.variables)
         self.finite_variables = FiniteVariables(lambda: [*agent_variables, *self.optimizer.variables])
+
+    def _heal_applied_request(self) -> None:
+        """A restored last applied request above the train step was never genuine: it would block later ones.
+
+        Earlier versions applied any request, and checkpointed a forged huge step as the last applied one. A
+        genuine request is at most the step it was applied at, which is the exploration start it set.
+        """
+        applied, start = int(self.reset_request_step.numpy()), int(self.exploration_start.numpy())
+        if applied > self.step:
+            log.warning("the checkpoint's last applied reset request (train step %d) lies after its own train step "
+                        "%d, which no genuine request can: taking %d (the last reset's step) instead", applied,
+                        self.step, start)
+            self.reset_request_step.assign(start)
+
+    def refused_counts(self) -> dict[str, int]:
+        """Control items and replay batches this learner refused so far, for its summaries and progress file."""
+        requests = 0
+        if self.reset_requests is not None:
+            requests += self.reset_requests.refused.count
+        if self.reset_trigger is not None:
+            requests += self.reset_trigger.refused.count
+        return {"refused_reset_requests": requests, "bad_batches_skipped": self.bad_batches.skipped,
+                "bad_items_deleted": self.bad_batches.deleted}
 
     @property
     def optimizer(self) -> tf.keras.optimizers.Optimizer:
@@ -218,41 +228,69 @@ class Learner:
         try_write("policy export", export_policy, self.policy_saver, os.path.join(self.directory, "policy"), step)
 
     def run(self) -> int:
-        """Trains until max_train_steps or a stop signal; always checkpoints and publishes on the way out."""
+        """Trains until max_train_steps or a stop signal; always checkpoints and publishes on the way out.
+
+        At max_train_steps the learner stays up, idle and serving, until it is stopped: every shipped restart
+        policy (Compose `unless-stopped`, Kubernetes `Always`, Swarm `any`) would restart a learner that exits,
+        and a restarted one would load TensorFlow, checkpoint and publish again, forever.
+        """
         config = self.config
         stop = StopSignal()
-        health = start_health(config.health_port, "learner")
+        health = start_health(config, "learner")
         clients, publisher = self._connect()
         health.set(True)
-        feed = StagedBatches(self.builder.make_dataset, self.layout.finish_batch())
+        feed = StagedBatches(self.builder.make_dataset, self.layout.finish_batch(),
+                             check=lambda experience, _: item_problems(experience, self.bundle.action_spec),
+                             on_bad=self.bad_batches.reject, on_unreadable=self.bad_batches.unreadable)
         trainer = StagedTrainer(self.train, feed.slots)
         if config.prioritized_replay:
             self.priorities = PriorityUpdater(config.replay_address, REPLAY_TABLE, config.rpc_timeout_s)
         rates = ReplayRates(clients.replay, config.rpc_timeout_s, self.layout.transitions_per_item)
-        summaries = _Summaries(self, rates, BatchStats(self.bundle, config.train_batch_size(), feed.slots,
-                                                       trainer.loss), publisher)
+        summaries = LearnerSummaries(self, rates, BatchStats(self.bundle, config.train_batch_size(), feed.slots,
+                                                             trainer.loss), publisher)
         step = self.step  # tracked locally: each train call advances the counter by exactly train_steps_per_call
+        laps, sgd_steps, finished = Laps("data_wait_s", "train_s"), [0], False
+        reporter = RoleReporter(config.control_address_resolved(), config.rpc_timeout_s, "learner", "0", lambda: {
+            **laps.seconds, "sgd_steps": sgd_steps[0], "train_step": step, "batch": config.train_batch_size(),
+            "publish_interval": config.publish_interval, "samples_per_insert": config.samples_per_insert,
+            "finished": float(finished)}, config.report_interval_s)
         triggers = make_triggers(
             config, step, reset_requests=self.reset_requests, applied_request=int(self.reset_request_step.numpy()),
             apply_reset_request=self.apply_reset_request, publish=lambda at: self.publish(publisher, at),
             checkpoint=lambda _: self.save(), export=self.export, write_summaries=summaries.write,
             warn_no_inserts=NoInsertWarning(rates, config.no_data_timeout_s, self.no_data_log))
+        self.reset_trigger = next(t for t in triggers if isinstance(t, ResetRequestTrigger))
         while step < config.max_train_steps and not stop.requested:
+            health.beat()
+            laps.start()
             index = feed.get(timeout_s=1.0)
+            laps.lap("data_wait_s")
             if index is None:
                 self._report_waiting_for_data(step, time.monotonic() - feed.idle_since)
                 continue
-            if self._train_step(trainer, index, step):
+            trained = self._train_step(trainer, index, step)
+            laps.lap("train_s")
+            if trained:
                 step += config.train_steps_per_call
+                sgd_steps[0] += config.train_steps_per_call
             else:  # skipped, or rolled back: the counter says where training stands
                 step = self.step
             summaries.slot = index
             for trigger in triggers:
                 trigger(step)
             feed.release(index)  # after the summaries, which read the slot's experience
+        finished = not stop.requested
         log.info("stopping at train step %d (%s)", self.step, stop.signal_name or "max_train_steps reached")
         feed.close()
-        self._finish(publisher, health)
+        self._finish(publisher, health, finished)
+        if finished:
+            log.info("done: train step %d of max_train_steps %d, checkpointed and published; staying up idle until "
+                     "stopped", self.step, config.max_train_steps)
+            while not stop.wait(1.0):  # idle is this loop's work: the stall watchdog must not restart it
+                health.beat()
+            log.info("stopping (%s)", stop.signal_name)
+            health.set(False)
+        reporter.close()
         health.stop()
         return 0
 
@@ -263,8 +301,9 @@ class Learner:
         self.builder.check_server_tables(clients, role="learner")
         self.replay = RemoteConnection(config.replay_address, config.rpc_timeout_s, "emptying the replay table",
                                        client=clients.replay)
-        self.reset_requests = ResetRequestWatcher(config.control_address_resolved(), config.rpc_timeout_s)
-        publisher = WeightsPublisher(config.control_address_resolved(), config.rpc_timeout_s)
+        self.reset_requests = ResetRequestWatcher(config.control_address_resolved(), config.rpc_timeout_s,
+                                                  key=config.shared_key)
+        publisher = WeightsPublisher(config.control_address_resolved(), config.rpc_timeout_s, key=config.shared_key)
         self.publish(publisher, self.step)
         log.info("learner starting at train step %d (max %d); replay at %s%s", self.step, config.max_train_steps,
                  config.replay_address, _control_note(config))
@@ -307,53 +346,30 @@ class Learner:
             try_write("progress file", write_progress, self.directory, train_step=step, sgd_steps_per_sec=0.0,
                       status=f"no new data for {waited:.0f} s")
 
-    def _finish(self, publisher: WeightsPublisher, health) -> None:
-        """The way out: pending priorities sent, not serving, a final checkpoint and publication, progress done."""
+    def _finish(self, publisher: WeightsPublisher, health, finished: bool) -> None:
+        """The way out of training: pending priorities sent, a final checkpoint and publication, progress done.
+
+        A stopped learner reports NOT_SERVING first; a `finished` one (max_train_steps) stays SERVING and says
+        "done" in its progress file (`dqn-service status`, `local`).
+        """
         config = self.config
         if self.priorities is not None:
             self.priorities.wait_idle(config.rpc_timeout_s)
             self.priorities.close()
         if self.reset_requests is not None:
             self.reset_requests.close()
-        health.set(False)
+        if not finished:
+            health.set(False)
         self.save()
         self.publish(publisher, self.step)
         if not publisher.wait_idle(config.rpc_timeout_s):
             log.warning("final weights not confirmed by the replay server within %.0f s", config.rpc_timeout_s)
+        status = (f"done: max_train_steps {config.max_train_steps} reached; idle until stopped" if finished
+                  else "stopped")
         try_write("progress file", write_progress, self.directory, train_step=self.step, sgd_steps_per_sec=0.0,
-                  illegal_actions=self.illegal_target_actions, done=True)
+                  done=True, finished=finished, status=status, illegal_actions=self.illegal_target_actions,
+                  **self.refused_counts())
         try_write("summaries", self.writer.flush)
-
-    def write_summaries(self, step: int, batch_stats: tuple[float, float, int], sgd_rate: float, replay: dict,
-                        publisher) -> None:
-        """losses/*, charts/*, replay/* scalars at train step `step` and the progress file for the launcher.
-
-        `batch_stats`: (loss, mean max-Q, the target's actions its masks forbid) of the summarized batch.
-        """
-        if replay.get("inserts_per_sec"):
-            # Uniform sampling from a FIFO buffer: sampled data is on average half a buffer old.
-            replay["mean_data_age_train_steps"] = replay["size"] / 2 / replay["inserts_per_sec"] * sgd_rate
-        loss_value, mean_q, illegal = batch_stats
-        self.illegal_target_actions += illegal
-        scalars = {
-            "losses/td_loss": loss_value,
-            "charts/mean_q": mean_q,
-            "charts/sgd_steps_per_sec": sgd_rate,
-            "charts/epsilon_schedule": epsilon_at(self.config, step - int(self.exploration_start.numpy())),
-            "charts/publish_lag": step - max(publisher.published_step, 0),
-            "charts/non_finite_updates": self.non_finite.skipped_total,
-            "charts/rollbacks": self.non_finite.rollbacks,
-            "charts/illegal_target_actions": self.illegal_target_actions,
-            **{f"replay/{key}": value for key, value in replay.items()},
-        }
-        if self.priorities is not None:
-            scalars.update({"replay/importance_beta": importance_beta(self.config, step),
-                            "replay/priority_updates_sent": self.priorities.sent,
-                            "replay/priority_updates_dropped": self.priorities.dropped,
-                            "replay/priority_updates_failed": self.priorities.failed})
-        self.scalars.write(step, scalars)
-        write_progress(self.directory, train_step=step, sgd_steps_per_sec=sgd_rate, loss=loss_value,
-                       replay_size=replay.get("size", 0), illegal_actions=self.illegal_target_actions)
 
 
 def _control_note(config: LearnerConfig) -> str:

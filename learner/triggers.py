@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from dqn.remote.item_trust import Refusals
 from dqn.remote.reset_requests import ResetRequestWatcher
 from dqn.settings.config import LearnerConfig
 
@@ -42,6 +43,11 @@ class IntervalTrigger:
 class ResetRequestTrigger:
     """Applies the evaluator's newest reset request at the first train call that sees it, then requests a publish.
 
+    Only a request that can be genuine is applied: above the last applied one (the evaluator asks on behalf of
+    ever later evaluations) and at or below the learner's own train step (it names an evaluation of weights this
+    learner published). Anything else, such as a request from whoever else reaches the control server, is
+    refused and counted in `refused`: applying it would start the run afresh, and checkpointing a huge step as
+    the last applied one would make every later genuine request look old.
     Reading `ResetRequestWatcher.latest` is an in-memory int read (its thread polls the server), cheap enough for
     every train call, so how soon a reset takes effect does not depend on any interval.
     """
@@ -53,11 +59,21 @@ class ResetRequestTrigger:
         self._applied = applied
         self._apply = apply
         self._publish = publish
+        self._received = 0  # the watcher's count of requests when this trigger last looked
+        self.refused = Refusals("reset request")
 
     def __call__(self, step: int) -> bool:
-        """Applies a request newer than the last applied one; True if it did."""
+        """Applies a new request that can be genuine; True if it did."""
+        received = self._watcher.received
+        if received == self._received:
+            return False
+        self._received = received
         requested = self._watcher.latest
-        if requested <= self._applied:
+        if requested == self._applied:  # the applied request, still in the table (say, after a restart)
+            return False
+        if not self._applied < requested <= step:
+            self.refused.refuse(f"train step {requested}: not after the last applied request ({self._applied}) and "
+                                f"at or before this learner's train step ({step})")
             return False
         self._apply(step, requested)
         self._applied = requested

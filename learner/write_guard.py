@@ -1,51 +1,8 @@
-"""Learner writes that may fail on a full or failing disk (summaries, progress file, policy exports) without raising.
+"""The learner's writes that may fail on a full or failing disk, without raising (dqn/process/write_guard.py)."""
 
-Checkpoints have their own handling (learner/checkpoints.py): a failed save also removes its partial files.
-"""
+from dqn.process.write_guard import WRITE_ERRORS, WriteGuard
 
-from __future__ import annotations
-
-import logging
-from collections.abc import Callable
-from typing import Any, TypeVar
-
-import tensorflow as tf
-
-from dqn.process.log_throttle import LogThrottle
-
-log = logging.getLogger("learner")
-
-#: Errors a write to a full or failing disk raises (TensorFlow's own, or Python's for plain files).
-WRITE_ERRORS = (tf.errors.OpError, OSError)
-#: A failing write of one kind is logged at most this often (each failure is still counted).
-LOG_INTERVAL_S = 60.0
-
-T = TypeVar("T")
-
-
-class WriteGuard:
-    """Runs writes that may fail on a full or failing disk, without raising.
-
-    A failure is counted and logged (once per LOG_INTERVAL_S per kind) and the call returns None, so the caller
-    goes on and tries again at its next interval.
-    """
-
-    def __init__(self) -> None:
-        self.failures: dict[str, int] = {}
-        self._throttles: dict[str, LogThrottle] = {}
-
-    def __call__(self, what: str, write: Callable[..., T], *args: Any, **kwargs: Any) -> T | None:
-        """`write(*args, **kwargs)`'s result, or None where it raised a write error (`what` names it in the log)."""
-        try:
-            return write(*args, **kwargs)
-        except WRITE_ERRORS as error:
-            self.failures[what] = self.failures.get(what, 0) + 1
-            if self._throttles.setdefault(what, LogThrottle(LOG_INTERVAL_S)).ready():
-                first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""
-                log.error("%s failed (%s: %s; %d failure(s) so far); training goes on and retries at the next "
-                          "interval", what, type(error).__name__, first_line, self.failures[what])
-            return None
-
+__all__ = ["WRITE_ERRORS", "WriteGuard", "try_write"]
 
 #: The learner's guarded writes: `try_write("policy export", export_policy, saver, path, step)`.
-try_write = WriteGuard()
+try_write = WriteGuard("learner")

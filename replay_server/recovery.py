@@ -31,13 +31,19 @@ def unreadable_files(checkpoint_path: str) -> list[str]:
     return bad
 
 
-def set_aside_checkpoint_dir(checkpoint_path: str) -> str:
-    """Moves a checkpoint dir to `<checkpoint_dir>.quarantine/` (kept for inspection, never loaded)."""
-    parent = os.path.dirname(checkpoint_path.rstrip("/"))
-    target_dir = parent.rstrip("/") + ".quarantine"
-    os.makedirs(target_dir, exist_ok=True)
-    target = os.path.join(target_dir, f"{os.path.basename(checkpoint_path)}-{int(time.time())}")
-    shutil.move(checkpoint_path, target)
+def set_aside_checkpoint_dir(checkpoint_path: str, quarantine_dir: str) -> str:
+    """Moves a checkpoint dir into `quarantine_dir` (kept for inspection, never loaded); returns its new path.
+
+    A move that fails (no space there) leaves the checkpoint where it was and removes the partial copy.
+    """
+    os.makedirs(quarantine_dir, exist_ok=True)
+    target = os.path.join(quarantine_dir, f"{os.path.basename(checkpoint_path.rstrip('/'))}-{int(time.time())}")
+    try:
+        shutil.move(checkpoint_path, target)
+    except OSError:
+        if os.path.exists(os.path.join(checkpoint_path, "DONE")):  # the original is whole: drop the partial copy
+            shutil.rmtree(target, ignore_errors=True)
+        raise
     return target
 
 

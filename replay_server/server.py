@@ -17,16 +17,20 @@ import tensorflow as tf
 
 from dqn.builder import DqnBuilder
 from dqn.errors import BadInput, ServiceError
+from dqn.process.cgroup import memory_limit
 from dqn.process.health import start_health
 from dqn.process.progress import write_progress
 from dqn.process.runtime import StopSignal, ensure_port_free, exit_if_teardown_hangs, free_space, release_free_heap
 from dqn.process.summaries import GraphScalars
-from dqn.remote.replay_client import server_info
+from dqn.remote.replay_client import server_info, wait_for_server
 from dqn.remote.run_settings import publish_run_settings
-from dqn.replay_layout.items import REPLAY_TABLE, VARIABLES_TABLE
+from dqn.replay_layout.items import REPLAY_TABLE, REPORT_TABLES, VARIABLES_TABLE
 from dqn.resolve import resolve_run, run_env_specs
 from dqn.settings import loading as config_loading
 from dqn.settings.config import ReplayServerConfig, role_dir
+from replay_server.checkpoint_dir import check_checkpoint_dir
+from replay_server.learner_speed import ask_the_learner
+from replay_server.memory_check import check_replay_memory
 from replay_server.recovery import (
     complete_checkpoints,
     remove_partial_checkpoints,
@@ -34,6 +38,7 @@ from replay_server.recovery import (
     unreadable_files,
 )
 from replay_server.tables import table_mismatches
+from replay_server.verdict_watch import VerdictWatch
 
 log = logging.getLogger("replay-server")
 #: Seconds the process may spend destroying Reverb and gRPC objects after its final checkpoint before it exits anyway.
@@ -55,6 +60,7 @@ def start_reverb(config: ReplayServerConfig, builder: DqnBuilder) -> tuple[rever
     is moved aside and the server starts from the previous complete checkpoint, or empty.
     """
     checkpoint_dir = config.resolved_checkpoint_dir()
+    check_checkpoint_dir(checkpoint_dir)
     os.makedirs(checkpoint_dir, exist_ok=True)
     while True:
         tables = builder.make_tables()
@@ -73,7 +79,13 @@ def start_reverb(config: ReplayServerConfig, builder: DqnBuilder) -> tuple[rever
                     "Recovery: restart with --on-corrupt-checkpoint quarantine (DQN_ON_CORRUPT_CHECKPOINT) to move "
                     "it aside and start from the previous complete checkpoint or empty, or restore it from a "
                     "backup.") from None
-            moved = set_aside_checkpoint_dir(latest)
+            try:
+                moved = set_aside_checkpoint_dir(latest, config.resolved_quarantine_dir())
+            except OSError as move_error:
+                raise CorruptCheckpoint(
+                    f"replay checkpoint {latest} cannot be loaded ({error}) and cannot be set aside into "
+                    f"{config.resolved_quarantine_dir()} ({move_error}). Free space there, or delete {latest} "
+                    "to start from the previous complete checkpoint or empty.") from None
             log.error("replay checkpoint %s cannot be loaded (%s; unreadable: %s); quarantined it to %s and "
                       "starting from the previous complete checkpoint, or empty", latest, error, ", ".join(bad), moved)
 
@@ -108,12 +120,17 @@ class CheckpointScheduler:
         self._thread.start()
 
     def _insert_counts(self) -> tuple[int, ...] | None:
-        """Completed inserts per table, or None if the server does not answer."""
+        """Completed inserts per table, or None if the server does not answer.
+
+        The verdict's tables take an item every few seconds and hold nothing a restart needs: left out, or every
+        final checkpoint would be written again.
+        """
         try:
             info = server_info(self._client, self._config.rpc_timeout_s)
         except Exception:  # noqa: BLE001 - only an optimisation depends on it
             return None
-        return tuple(info[name].rate_limiter_info.insert_stats.completed for name in sorted(info))
+        return tuple(info[name].rate_limiter_info.insert_stats.completed for name in sorted(info)
+                     if name not in REPORT_TABLES)
 
     def checkpoint(self, reason: str) -> str | None:
         """Writes a checkpoint now (Reverb blocks traffic while it writes); None if the write failed.
@@ -180,14 +197,20 @@ class CheckpointScheduler:
         while not self._stop.wait(min(1.0, max(0.0, min(next_checkpoint, next_stats) - time.monotonic()))):
             now = time.monotonic()
             try:
+                # Reverb answering is the server's heartbeat: it serves from C++ threads, which this one asks.
+                info = server_info(self._client, self._config.rpc_timeout_s)
+                if self._health is not None:
+                    self._health.beat()
                 if now >= next_stats:
                     next_stats = now + self._config.stats_interval_s
-                    log.info("%s", format_stats(server_info(self._client, self._config.rpc_timeout_s)))
-                if now >= next_checkpoint:
-                    next_checkpoint = now + interval
-                    self.checkpoint("periodic")
+                    log.info("%s", format_stats(info))
             except Exception as error:  # noqa: BLE001 - a failed periodic action must not kill the server
-                log.error("table statistics failed (%s: %s); will retry", type(error).__name__, error)
+                if now >= next_stats:
+                    next_stats = now + self._config.stats_interval_s
+                    log.error("table statistics failed (%s: %s); will retry", type(error).__name__, error)
+            if now >= next_checkpoint:
+                next_checkpoint = now + interval
+                self.checkpoint("periodic")  # never raises: a failed write is reported and retried
 
 
 def format_stats(info: dict) -> str:
@@ -206,10 +229,16 @@ def serve(config: ReplayServerConfig) -> int:
     stop = StopSignal()
     ensure_port_free(config.port)
     # The run's settings are decided here when roles start apart (and by `local` before it starts this server).
-    config = resolve_run(config, config.path(role_dir("replay-server"), "config.json"))
-    builder = DqnBuilder(config, run_env_specs(config))
+    config = resolve_run(config, config.path(role_dir("replay-server"), "config.json"), ask_the_learner(config))
+    specs = run_env_specs(config)
+    memory_warning = check_replay_memory(config, specs.observation, memory_limit())
+    if memory_warning:
+        log.warning("%s", memory_warning)
+    builder = DqnBuilder(config, specs)
     server, tables = start_reverb(config, builder)
-    client = reverb.Client(f"localhost:{server.port}")
+    # A pending-settings server may just have left this port: the first call may meet its closed socket.
+    client = wait_for_server(f"localhost:{server.port}", wait_s=config.connect_timeout_s,
+                             call_timeout_s=config.rpc_timeout_s)
     info = server_info(client, config.rpc_timeout_s)
     mismatches = table_mismatches(tables, info)
     if mismatches:
@@ -222,10 +251,12 @@ def serve(config: ReplayServerConfig) -> int:
     log.info("replay server on port %d (checkpoints in %s; replay items of %d env(s) each); restored %s",
              server.port, config.resolved_checkpoint_dir(), envs_per_item, format_stats(info))
     publish_run_settings(client, config_loading.to_dict(config), config.rpc_timeout_s)
-    health = start_health(config.health_port, "replay-server")
+    health = start_health(config, "replay-server")
     health.set(True)
     scheduler = CheckpointScheduler(client, config, stop, health)
     scheduler.start()
+    VerdictWatch(client, config, envs_per_item, _summary_writer(config.path(role_dir("replay-server"))),
+                 stop.event).start()
     stop.event.wait()
     log.info("%s received: final checkpoint, then stop", stop.signal_name)
     health.set(False)

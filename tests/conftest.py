@@ -171,19 +171,19 @@ class System:
         return ["--root-dir", str(self.root), "--replay-address", self.server.address, *FAST_FLAGS,
                 *self.shared_flags]
 
-    def start_learner(self, *flags: str) -> RoleProcess:
+    def start_learner(self, *flags: str, env: dict[str, str] | None = None) -> RoleProcess:
         self.roles["learner"] = self.spawn(
             # Batch 64: the default 256 needs 64 inserts per SGD step, slow for 4-env test actors.
             "learner", *self.common(), "--batch-size", "64", "--max-train-steps", "1000000", "--publish-interval", "25",
             "--summary-interval", "25", "--checkpoint-interval", "200", "--no-data-timeout-s", "3", *flags,
-            name="learner")
+            name="learner", env=env)
         return self.roles["learner"]
 
-    def start_actor(self, actor_id: int, *flags: str) -> RoleProcess:
+    def start_actor(self, actor_id: int, *flags: str, env: dict[str, str] | None = None) -> RoleProcess:
         name = f"actor-{actor_id}"
         self.roles[name] = self.spawn(
             "actor", *self.common(), "--actor-id", str(actor_id), "--num-envs", "4", "--warmup-steps", "200",
-            "--summary-interval-s", "1", "--weights-refresh-interval", "40", *flags, name=name)
+            "--summary-interval-s", "1", "--weights-refresh-interval", "40", *flags, name=name, env=env)
         return self.roles[name]
 
     def start_evaluator(self, *flags: str) -> RoleProcess:

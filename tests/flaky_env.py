@@ -1,12 +1,16 @@
 """User envs that raise, registered for the fault tests as `tests.flaky_env:<id>` (gymnasium imports the module).
 
 FlakyCartPole-v0 raises in `step` on every `fail_every`-th step of an instance and in `reset` on every
-`reset_fail_every`-th reset in the process; BrokenCartPole-v0 raises in every `reset` (a broken env).
+`reset_fail_every`-th reset in the process; BrokenCartPole-v0 raises in every `reset` (a broken env);
+HangOnFileCartPole-v0 never returns from a step taken once the file named by $HANG_FILE exists (a stuck env; without
+the variable it never hangs, so a replay server can play it to decide the run's settings).
 """
 
 from __future__ import annotations
 
 import itertools
+import os
+import threading
 
 import gymnasium as gym
 from gymnasium.envs.classic_control.cartpole import CartPoleEnv
@@ -46,8 +50,18 @@ class BrokenCartPole(CartPoleEnv):
         raise EnvBug("this env cannot reset")
 
 
+class HangOnFileCartPole(CartPoleEnv):
+    """CartPole whose step blocks for good once the file $HANG_FILE exists."""
+
+    def step(self, action):
+        if os.path.exists(os.environ.get("HANG_FILE", "")):
+            threading.Event().wait()
+        return super().step(action)
+
+
 for _id, _entry, _kwargs in (("FlakyCartPole-v0", FlakyCartPole, {"fail_every": 1000}),
                              ("VeryFlakyCartPole-v0", FlakyCartPole, {"fail_every": 5}),
-                             ("BrokenCartPole-v0", BrokenCartPole, {})):
+                             ("BrokenCartPole-v0", BrokenCartPole, {}),
+                             ("HangOnFileCartPole-v0", HangOnFileCartPole, {})):
     if _id not in gym.registry:
         gym.register(_id, entry_point=_entry, kwargs=_kwargs, max_episode_steps=500, reward_threshold=475.0)

@@ -20,6 +20,7 @@ from tf_agents.specs import tensor_spec
 
 from dqn.envs.action_spaces import ActionForm
 from dqn.envs.making import EnvOptions
+from dqn.files import replace_directory
 
 log = logging.getLogger(__name__)
 
@@ -66,12 +67,7 @@ def export_policy(saver: policy_saver.PolicySaver, directory: str, step: int) ->
     tmp = f"{directory}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     saver.save(tmp)
-    old = f"{directory}.old"
-    shutil.rmtree(old, ignore_errors=True)
-    if os.path.exists(directory):
-        os.replace(directory, old)
-    os.replace(tmp, directory)
-    shutil.rmtree(old, ignore_errors=True)
+    replace_directory(tmp, directory)  # a reader finds the old export or the new one, never none
     log.info("exported greedy policy of step %d to %s", step, directory)
 
 

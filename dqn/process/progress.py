@@ -57,14 +57,18 @@ class EpisodeStats:
 def write_progress(directory: str, **values: Any) -> None:
     """Atomically replaces `<directory>/progress.json` with these values and a timestamp."""
     os.makedirs(directory, exist_ok=True)
-    with atomic_write(os.path.join(directory, "progress.json")) as handle:
+    with atomic_write(os.path.join(directory, "progress.json"), durable=False) as handle:
         json.dump({**values, "time": time.time()}, handle)
 
 
-def read_progress(directory: str) -> dict[str, Any]:
-    """The last progress values written in `directory`, or {} if none yet."""
+#: The replay server's latest bottleneck verdict, beside its progress file (for `local` and `status --root-dir`).
+VERDICT_FILE = "verdict.json"
+
+
+def read_progress(directory: str, name: str = "progress.json") -> dict[str, Any]:
+    """The last progress values written in `directory` (or its file `name`), or {} if none yet."""
     try:
-        with open(os.path.join(directory, "progress.json"), encoding="utf-8") as handle:
+        with open(os.path.join(directory, name), encoding="utf-8") as handle:
             return json.load(handle)
     except (FileNotFoundError, json.JSONDecodeError):
         return {}

@@ -32,10 +32,13 @@ def server_info(client: reverb.Client, timeout_s: float) -> dict[str, Any]:
 
 
 def wait_for_server(address: str, wait_s: float, call_timeout_s: float = 5.0,
-                    expected: tuple[str, ...] = DATA_TABLES + CONTROL_TABLES) -> reverb.Client:
-    """A client once the server answers with the `expected` tables; ReplayUnreachable after `wait_s` of backoff."""
+                    expected: tuple[str, ...] = DATA_TABLES + CONTROL_TABLES, name: str | None = None) -> reverb.Client:
+    """A client once the server answers with the `expected` tables; ReplayUnreachable after `wait_s` of backoff.
+
+    `name` is what messages call the server (default: replay if it holds replay data, else control).
+    """
     client = reverb.Client(address)
-    server = "replay" if REPLAY_TABLE in expected else "control"
+    server = name or ("replay" if REPLAY_TABLE in expected else "control")
     deadline = time.monotonic() + wait_s
     delay = 0.25
     while True:

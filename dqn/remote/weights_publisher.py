@@ -8,14 +8,19 @@ import time
 import numpy as np
 
 from dqn.remote.connection import RemoteConnection
+from dqn.remote.item_trust import ItemSigner
 from dqn.remote.weights_wire import PublishedWeights, publish_weights
 
 
 class WeightsPublisher:
-    """Publishes weights from a daemon thread, newest wins: a stuck insert never stalls training."""
+    """Publishes weights from a daemon thread, newest wins: a stuck insert never stalls training.
 
-    def __init__(self, address: str, timeout_s: float):
+    With a shared `key` each item is signed (on the thread, so training never waits for the hash).
+    """
+
+    def __init__(self, address: str, timeout_s: float, key: str | None = None):
         self.connection = RemoteConnection(address, timeout_s, "weights publishing")
+        self._signer = ItemSigner(key)
         self._pending: PublishedWeights | None = None
         self._condition = threading.Condition()
         self._busy = False
@@ -46,8 +51,9 @@ class WeightsPublisher:
                     self._condition.wait()
                 weights, self._pending, self._busy = self._pending, None, True
             try:
-                self.connection.call(lambda c, w=weights: publish_weights(c, w.variables, w.train_step,
-                                                                          w.exploration_start))
+                signature = self._signer.weights(weights.variables, weights.train_step, weights.exploration_start)
+                self.connection.call(lambda c, w=weights, s=signature: publish_weights(
+                    c, w.variables, w.train_step, w.exploration_start, s))
                 self.published_step = weights.train_step
             except Exception:  # noqa: BLE001 - keep training; the next publish retries (warned, throttled)
                 pass

@@ -1,6 +1,7 @@
 """The weights wire format: one item in the `variables` table.
 
-It holds the policy weights, their train step, and the train step the actors' epsilon schedule counts from.
+It holds the policy weights, their train step, the train step the actors' epsilon schedule counts from, and the
+item's signature under the shared key (empty without one; dqn/remote/item_trust.py).
 """
 
 from __future__ import annotations
@@ -10,7 +11,13 @@ import dataclasses
 import numpy as np
 import reverb
 
-from dqn.replay_layout.items import EXPLORATION_START_KEY, POLICY_VARIABLES_KEY, TRAIN_STEP_KEY, VARIABLES_TABLE
+from dqn.replay_layout.items import (
+    EXPLORATION_START_KEY,
+    POLICY_VARIABLES_KEY,
+    SIGNATURE_KEY,
+    TRAIN_STEP_KEY,
+    VARIABLES_TABLE,
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -20,6 +27,7 @@ class PublishedWeights:
     variables: list[np.ndarray]
     train_step: int
     exploration_start: int = 0
+    signature: bytes = b""
 
     @property
     def exploration_step(self) -> int:
@@ -28,10 +36,11 @@ class PublishedWeights:
 
 
 def publish_weights(client: reverb.Client, variables: list[np.ndarray], train_step: int,
-                    exploration_start: int = 0) -> None:
+                    exploration_start: int = 0, signature: bytes = b"") -> None:
     """Replaces the single `variables` item (max_size=1, FIFO) with these weights."""
     client.insert({POLICY_VARIABLES_KEY: list(variables), TRAIN_STEP_KEY: np.int64(train_step),
-                   EXPLORATION_START_KEY: np.int64(exploration_start)}, priorities={VARIABLES_TABLE: 1.0})
+                   EXPLORATION_START_KEY: np.int64(exploration_start), SIGNATURE_KEY: np.bytes_(signature)},
+                  priorities={VARIABLES_TABLE: 1.0})
 
 
 def sample_weights(client: reverb.Client) -> PublishedWeights:
@@ -40,4 +49,5 @@ def sample_weights(client: reverb.Client) -> PublishedWeights:
     # Items written with `insert` are one timestep long: drop that leading axis.
     return PublishedWeights([np.asarray(v)[0] for v in sample.data[POLICY_VARIABLES_KEY]],
                             int(np.asarray(sample.data[TRAIN_STEP_KEY])[0]),
-                            int(np.asarray(sample.data[EXPLORATION_START_KEY])[0]))
+                            int(np.asarray(sample.data[EXPLORATION_START_KEY])[0]),
+                            bytes(np.asarray(sample.data[SIGNATURE_KEY])[0]))

@@ -17,6 +17,14 @@ REQUESTS_TABLE = "learner_requests"
 RUN_SETTINGS_TABLE = "run_settings"
 #: Key of the single item in `run_settings`: the resolved settings as one JSON object.
 RUN_SETTINGS_KEY = "settings_json"
+#: Served only while a replay server started apart waits for the learner to time its SGD step (same item format).
+LEARNER_SPEED_TABLE = "learner_speed"
+#: Each role's reports for the bottleneck verdict (dqn/bottleneck/), read once each by the replay server, and the
+#: verdict it draws from them (one item). Both hold JSON text under REPORT_KEY.
+ROLE_REPORTS_TABLE = "role_reports"
+VERDICT_TABLE = "verdict"
+REPORT_TABLES = (ROLE_REPORTS_TABLE, VERDICT_TABLE)
+REPORT_KEY = "report_json"
 #: Keys of the single item in the `variables` table.
 POLICY_VARIABLES_KEY = "policy_variables"
 TRAIN_STEP_KEY = "train_step"
@@ -24,6 +32,8 @@ TRAIN_STEP_KEY = "train_step"
 EXPLORATION_START_KEY = "exploration_start"
 #: Key of the single item in `learner_requests`: the train step of the evaluation that asked for a reset.
 RESET_REQUEST_STEP_KEY = "reset_request_step"
+#: Key of the HMAC of a `variables` or `learner_requests` item (dqn/remote/item_signing.py); empty when unsigned.
+SIGNATURE_KEY = "signature"
 #: Key in a replay item's `policy_info` of the actor's initial priority (see `actors_send_priorities`).
 INITIAL_PRIORITY_KEY = "initial_priority"
 

@@ -11,14 +11,19 @@ from tf_agents.specs import tensor_spec
 from dqn.replay_layout.items import (
     EXPLORATION_START_KEY,
     INITIAL_PRIORITY_KEY,
+    LEARNER_SPEED_TABLE,
     POLICY_VARIABLES_KEY,
     REPLAY_TABLE,
+    REPORT_KEY,
     REQUESTS_TABLE,
     RESET_REQUEST_STEP_KEY,
+    ROLE_REPORTS_TABLE,
     RUN_SETTINGS_KEY,
     RUN_SETTINGS_TABLE,
+    SIGNATURE_KEY,
     TRAIN_STEP_KEY,
     VARIABLES_TABLE,
+    VERDICT_TABLE,
     ItemShape,
 )
 
@@ -40,22 +45,40 @@ def replay_signature(shape: ItemShape, step_spec) -> object:
 
 
 def variables_signature(policy_variables: list) -> dict[str, object]:
-    """Signature of the single `variables` item: policy weights, their train step, the epsilon schedule's start."""
+    """Signature of the single `variables` item: policy weights, their train step, the epsilon schedule's start.
+
+    Its `signature` field (an HMAC, empty without a shared key) is there with or without a key, so turning the key
+    on or off never changes the table.
+    """
     return {
         POLICY_VARIABLES_KEY: [tf.TensorSpec(v.shape, v.dtype) for v in policy_variables],
         TRAIN_STEP_KEY: tf.TensorSpec((), tf.int64),
         EXPLORATION_START_KEY: tf.TensorSpec((), tf.int64),
+        SIGNATURE_KEY: tf.TensorSpec((), tf.string),
     }
 
 
 def requests_signature() -> dict[str, object]:
-    """Signature of the single `learner_requests` item: the train step of the evaluation asking for a reset."""
-    return {RESET_REQUEST_STEP_KEY: tf.TensorSpec((), tf.int64)}
+    """Signature of the single `learner_requests` item: the train step of the evaluation asking for a reset, signed."""
+    return {RESET_REQUEST_STEP_KEY: tf.TensorSpec((), tf.int64), SIGNATURE_KEY: tf.TensorSpec((), tf.string)}
 
 
 def run_settings_signature() -> dict[str, object]:
     """Signature of the single `run_settings` item: the run's resolved settings as JSON text."""
     return {RUN_SETTINGS_KEY: tf.TensorSpec((), tf.string)}
+
+
+#: Reports the `role_reports` table keeps until the replay server reads them; the oldest go first when it is full.
+ROLE_REPORTS_MAX = 4096
+
+
+def report_tables() -> list[reverb.Table]:
+    """`role_reports` (each report read once, oldest first, never blocking a writer) and the one-item `verdict`."""
+    signature = {REPORT_KEY: tf.TensorSpec((), tf.string)}
+    reports = reverb.Table(name=ROLE_REPORTS_TABLE, sampler=reverb.selectors.Fifo(), remover=reverb.selectors.Fifo(),
+                           max_size=ROLE_REPORTS_MAX, max_times_sampled=1,
+                           rate_limiter=reverb.rate_limiters.MinSize(1), signature=signature)
+    return [reports, latest_item_table(VERDICT_TABLE, signature)]
 
 
 #: The default replay ratio, and the auto ratio for envs whose step costs less than the learner's share of it.
@@ -81,6 +104,12 @@ def auto_samples_per_insert(step_seconds: float, learner_seconds_per_sample: flo
     if affordable < 2 * DEFAULT_SAMPLES_PER_INSERT:
         return DEFAULT_SAMPLES_PER_INSERT
     return min(MAX_AUTO_SAMPLES_PER_INSERT, float(2 ** math.floor(math.log2(affordable))))
+
+
+def pending_settings_tables() -> list[reverb.Table]:
+    """What a replay server serves while it waits for the learner's speed: the pending settings and the answer."""
+    return [latest_item_table(RUN_SETTINGS_TABLE, run_settings_signature()),
+            latest_item_table(LEARNER_SPEED_TABLE, run_settings_signature())]
 
 
 def replay_rate_limiter(config, shape: ItemShape, samples_per_insert: float) -> reverb.rate_limiters.RateLimiter:
@@ -113,9 +142,10 @@ def latest_item_table(name: str, signature) -> reverb.Table:
 
 def make_tables(config, shape: ItemShape, replay_item_signature, variables_item_signature,
                 samples_per_insert: float) -> list[reverb.Table]:
-    """The `replay`, `variables` (latest weights), `learner_requests` (evaluator -> learner) and `run_settings` tables.
+    """The `replay`, `variables`, `learner_requests`, `run_settings` tables and the verdict's `role_reports`, `verdict`.
 
-    `replay` samples uniformly or by priority and removes FIFO; the others hold their latest item only.
+    `variables` holds the latest weights, `learner_requests` the evaluator's reset request. `replay` samples
+    uniformly or by priority and removes FIFO; the others but `role_reports` hold their latest item.
     """
     replay = reverb.Table(
         name=REPLAY_TABLE,
@@ -128,4 +158,4 @@ def make_tables(config, shape: ItemShape, replay_item_signature, variables_item_
     variables = latest_item_table(VARIABLES_TABLE, variables_item_signature)
     requests = latest_item_table(REQUESTS_TABLE, requests_signature())
     settings = latest_item_table(RUN_SETTINGS_TABLE, run_settings_signature())
-    return [replay, variables, requests, settings]
+    return [replay, variables, requests, settings, *report_tables()]

@@ -30,6 +30,8 @@ MAX_BRANCH_OUTPUTS = 1024
 
 #: Transitions per SGD step when batch_size is auto; with an RNN, sequences holding about as many steps.
 AUTO_BATCH_TRANSITIONS = 256
+#: The shortest shared_key accepted: shorter ones are guessed by trying keys against one signed item.
+MIN_SHARED_KEY_CHARS = 16
 #: envs_per_item 0 (auto) resolves to this without an RNN: Reverb's per-item cost paid once per 16 transitions.
 AUTO_ENVS_PER_ITEM = 16
 
@@ -47,9 +49,14 @@ class CommonConfig:
     control_address: str | None = setting(None, "host:port of a server serving the variables, learner_requests and "
                                           "run_settings tables (weights, reset requests, the run's settings), as "
                                           "the replay server does; none = replay_address")
+    shared_key: str | None = setting(None, "key that signs the weights and reset requests (HMAC-SHA256); readers "
+                                     "refuse unsigned ones; the same on every role, environment only; none = "
+                                     "unsigned", secret=True)
     rpc_timeout_s: float = setting(10.0, "deadline of one remote call to the replay server, in seconds", gt=0)
     connect_timeout_s: float = setting(120.0, "seconds to wait for the replay server at start before exiting with "
                                        "code 1", gt=0)
+    report_interval_s: float = setting(2.0, "seconds between this role's reports to the replay server for the "
+                                       "bottleneck verdict (dqn-service status); 0 = send none", ge=0)
     preset: str | None = setting(None, "named group of settings (dqn/settings/presets.py) applied below --config, "
                                  "DQN_* variables and flags; none = no preset", choices=PRESET_NAMES)
     max_episode_steps: int = setting(0, "truncate episodes after this many agent steps; 0 = the env's own limit", ge=0)
@@ -154,6 +161,9 @@ class CommonConfig:
             host, _, port = (address or "localhost:8000").rpartition(":")
             if not host or not port.isdigit() or not 0 < int(port) < 65536:
                 raise ConfigError(name, f"must be host:port, e.g. localhost:8000; got {address!r}")
+        if self.shared_key is not None and len(self.shared_key) < MIN_SHARED_KEY_CHARS:
+            raise ConfigError("shared_key", f"must be at least {MIN_SHARED_KEY_CHARS} characters (a random one: "
+                                            "`openssl rand -hex 32`), or unset for unsigned items")
         if not self.fc_layer_params:
             raise ConfigError("fc_layer_params", "needs at least one hidden layer size, e.g. 64,64")
         if self.lstm_size is not None and self.n_step_update != 1:

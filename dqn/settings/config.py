@@ -32,6 +32,11 @@ class HealthConfig:
     """A role's own health endpoint; not `local`'s, which picks its replay server's and leaves the others off."""
 
     health_port: int = setting(0, "TCP port of this role's grpc.health.v1 service; 0 = disabled", ge=0, le=65535)
+    health_host: str = setting("", "address the health service listens on, e.g. 127.0.0.1; empty = every interface "
+                               "(what probes from outside a container need)")
+    health_stall_timeout_s: float = setting(300.0, "the health service turns NOT_SERVING while the role's main loop "
+                                            "has not completed a pass for this many seconds (a liveness probe then "
+                                            "restarts it); 0 = never", ge=0)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,10 +50,35 @@ class ReplayServerSettings(CommonConfig):
     on_corrupt_checkpoint: str = setting("fail", "if the latest replay checkpoint is unreadable: fail (exit 1 naming "
                                          "it) or quarantine (move it aside, load the previous one or start empty)",
                                          choices=("fail", "quarantine"))
+    learner_speed_wait_s: float = setting(300.0, "slow env, auto replay ratio, roles started apart: seconds to wait at "
+                                          "first start for the learner to report its own speed (then it is timed "
+                                          "here); 0 = time it here", ge=0)
+    replay_memory_check: str = setting("refuse", "at start, the full replay's estimated size against the memory "
+                                       "limit of the cgroup (container): refuse to start (exit 2) when it does not "
+                                       "fit, only warn, or off; it warns from 80% of the limit",
+                                       choices=("refuse", "warn", "off"))
 
     def resolved_checkpoint_dir(self) -> str:
         """Where replay checkpoints live."""
         return self.checkpoint_dir or self.path("replay_checkpoints")
+
+    def resolved_quarantine_dir(self) -> str:
+        """Where an unreadable replay checkpoint is set aside: the server's folder of the run root.
+
+        The run root is a volume of its own in every deployment; the checkpoint directory's other entries are
+        deleted by Reverb, and its parent is the image's read-only root file system in the containers.
+        """
+        return self.path(role_dir("replay-server"), "quarantine")
+
+    def check(self) -> None:
+        """The checkpoint directory is the server's alone (Reverb deletes what else it holds): not the run root."""
+        super().check()
+        checkpoints, root = os.path.abspath(self.resolved_checkpoint_dir()), os.path.abspath(self.root_dir)
+        if root == checkpoints or root.startswith(checkpoints + os.sep):
+            raise ConfigError("checkpoint_dir", f"{self.resolved_checkpoint_dir()} holds the run root {self.root_dir}: "
+                                                "Reverb deletes everything in it but its latest checkpoint. Give "
+                                                "it a directory of its own, e.g. <root_dir>/replay_checkpoints "
+                                                "(the default)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -231,6 +261,9 @@ class LocalConfig(LearnerSettings, ActorSettings, EvaluatorSettings, ReplayServe
 
     tensorboard: bool = setting(False, "also start TensorBoard on 127.0.0.1 and print its URL")
     tensorboard_port: int = setting(6006, "TensorBoard's TCP port on 127.0.0.1", ge=1, le=65535)
+    isolate_network: bool = setting(True, "run the roles in a network namespace of their own where the kernel "
+                                    "allows it: no other host reaches them, nor do envs reach the network; false = "
+                                    "this host's network")
     max_wall_time_s: float = setting(0.0, "stop after this many seconds; 0 = no limit", ge=0)
     max_role_restarts: int = setting(3, "restarts of a role that exited non-zero (with backoff) allowed within "
                                      "role_restart_window_s; one more exit ends the run; 0 = no restarts", ge=0)

@@ -33,12 +33,22 @@ class ConfigError(BadInput, ValueError):
 
 
 def setting(default: Any, doc: str, *, ge: float | None = None, gt: float | None = None,
-            le: float | None = None, choices: Sequence[Any] | None = None) -> Any:
-    """Declares a documented config field with optional bounds (`ge`, `gt`, `le`) or `choices`."""
-    metadata = {"doc": doc, "ge": ge, "gt": gt, "le": le, "choices": tuple(choices) if choices else None}
+            le: float | None = None, choices: Sequence[Any] | None = None, secret: bool = False) -> Any:
+    """Declares a documented config field with optional bounds (`ge`, `gt`, `le`) or `choices`.
+
+    A `secret` field is read from its environment variable only and never shown: not in a config's repr, not in
+    `to_dict` (so neither in config.json nor in the run's published settings).
+    """
+    metadata = {"doc": doc, "ge": ge, "gt": gt, "le": le, "choices": tuple(choices) if choices else None,
+                "secret": secret}
     if isinstance(default, list | dict):
         raise TypeError("use tuples for sequence defaults so configs stay immutable")
-    return dataclasses.field(default=default, metadata=metadata)
+    return dataclasses.field(default=default, metadata=metadata, repr=not secret)
+
+
+def secret_fields(config_class: type) -> set[str]:
+    """Names of the fields declared `secret` (environment only, never written or shown)."""
+    return {f.name for f in dataclasses.fields(config_class) if f.metadata.get("secret")}
 
 
 def flag_name(field_name: str) -> str:
@@ -198,6 +208,10 @@ def resolve(config_class: type, *, flags: Mapping[str, Any] | None = None,
     types = field_types(config_class)
     accepted = set(types) | (known_names or set())
     values: dict[str, Any] = {}
+    for key in secret_fields(config_class) & {*(file_values or {}), *(flags or {})}:
+        raise ConfigError(key, f"is read from the environment variable {env_name(key)} only (in containers from a "
+                               "Compose or Kubernetes Secret): a flag shows in process lists and a file key is "
+                               "copied with the file")
     for key, raw in (file_values or {}).items():
         if key not in accepted:
             raise ConfigError("", f"unknown key {key!r} in config file; known keys: {', '.join(sorted(types))}")
@@ -246,8 +260,10 @@ def read_config_file(path: str) -> dict[str, Any]:
 
 
 def to_dict(config: Any) -> dict[str, Any]:
-    """Plain JSON-ready dict of a config (tuples become lists)."""
-    return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(config).items()}
+    """Plain JSON-ready dict of a config (tuples become lists), without its secret fields."""
+    secret = secret_fields(type(config))
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(config).items()
+            if k not in secret}
 
 
 def write_config(config: Any, path: str) -> None:

@@ -48,10 +48,11 @@ BREAKOUT = {
     "eval_confirm_episodes": 10,            # a re-check of a candidate best costs 2 evaluations, not 6
 }
 
-# The same game for a small machine (2 CPU cores, a run of about 90 minutes): the book's preset with CleanRL
-# dqn_atari's schedule and training wrappers, which reach its scores within 1M agent steps (250k SGD steps) instead
-# of the book's 10M frames (2.5M agent steps). The schedule, the training wrappers, sticky actions and the
-# evaluation cadence differ; network, optimizer, replay and the evaluation protocol are the book's.
+# The same game for a small machine (2 CPU cores, a run of about 90 minutes, about 1M agent steps): the preset above
+# with an exploration schedule compressed to that budget and the training wrappers of CleanRL's dqn_atari and SB3's
+# AtariWrapper. The schedule is this preset's own: CleanRL and rl-baselines3-zoo anneal epsilon over 1M agent steps
+# of a 10M-step run. The schedule, the training wrappers, sticky actions and the evaluation cadence differ; network,
+# optimizer, replay and the evaluation protocol are the preset's above.
 BREAKOUT_SMALL = {
     **BREAKOUT,
     "root_dir": "runs/breakout-small",
@@ -61,11 +62,13 @@ BREAKOUT_SMALL = {
     "atari_terminal_on_life_loss": True,
     "atari_fire_on_reset": True,
     "atari_clip_rewards": True,
-    "epsilon_decay_steps": 25_000,          # CleanRL dqn_atari: epsilon over 10% of 1M agent steps = 25,000 SGD steps
-    "target_update_period": 1_000,          # CleanRL dqn_atari: target network copied every 1,000 SGD steps
-    # The book's 625,000 (inherited), above CleanRL's 250,000 SGD steps (1M agent steps, where it reports its
-    # scores): a run bounded by --max-wall-time-s trains on past that point for as long as its budget lasts.
-    # Every evaluation plays whole games on a core the learner could use: a quarter of the book's cadence (2,500)
+    # 100,000 agent steps, a tenth of a ~1M-agent-step run (CleanRL and the zoo: 1M agent steps of 10M), so that most
+    # of a short run trains near the final epsilon.
+    "epsilon_decay_steps": 25_000,
+    # 4,000 agent steps, half the book's period (CleanRL and the zoo copy every 1,000 agent steps = 250 SGD steps).
+    "target_update_period": 1_000,
+    # The book's 625,000 (inherited): a run bounded by --max-wall-time-s trains for as long as its budget lasts.
+    # Every evaluation plays whole games on a core the learner could use: a quarter of the cadence above (2,500)
     # still draws a curve over a run and leaves the rest of that CPU to training.
     "eval_interval": 10_000,
     # bfloat16 where the machine computes it natively (AMX or AVX512-BF16 CPUs, GPUs), float32 elsewhere: the conv

@@ -140,6 +140,13 @@ def test_compose_topology_live(engine, tmp_path):
     assert dirs == {f"actor-{n}" for n in (1, 2, 3, 4)}, dirs
     timings["scale4"] = time.monotonic() - started
 
+    # the bottleneck verdict, as `dqn-service status` reads it from the replay server inside the project's network
+    def verdict() -> str:
+        out = engine.compose("exec", "-T", "learner", "dqn-service", "status", "--replay-address",
+                             "replay-server:8000", timeout_s=60, check=False).stdout
+        return "bottleneck (last" in out and "warming up" not in out and out
+    print("\n" + wait_for(verdict, 120, "a bottleneck verdict in dqn-service status"))
+
     # scale down to 2 and back up to 3: the ids come from the first four, no new summary dirs
     engine.compose("up", "-d", "--scale", "actor=2")
     engine.wait_healthy(ROLES, HEALTHY_S)

@@ -68,7 +68,8 @@ def test_topology_objects_exist(rendered, overlay):
     claims = {t["metadata"]["name"] for t in replay["spec"]["volumeClaimTemplates"]}
     replay_container = replay["spec"]["template"]["spec"]["containers"][0]
     mounts = {m["name"]: m["mountPath"] for m in replay_container["volumeMounts"]}
-    assert mounts[claims.pop()] == container_env(objects, replay_container)["DQN_CHECKPOINT_DIR"]
+    # The checkpoints live in a folder of their own on the claim: a volume's root may hold lost+found.
+    assert container_env(objects, replay_container)["DQN_CHECKPOINT_DIR"] == mounts[claims.pop()] + "/checkpoints"
     learner = one(objects, "Deployment", "learner")
     assert learner["spec"]["replicas"] == 1 and learner["spec"]["strategy"]["type"] == "Recreate"
     learner_spec = learner["spec"]["template"]["spec"]

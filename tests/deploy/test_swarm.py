@@ -123,3 +123,19 @@ def test_kubernetes_says_what_the_swarm_stack_says(rendered):
         assert spread[0]["whenUnsatisfiable"] == "ScheduleAnyway", "a preference, as swarm's spread"
     assert swarm["replay-server"]["deploy"]["endpoint_mode"] == "dnsrr"
     assert "replay-checkpoints" in str(compose["replay-server"]["volumes"])
+
+
+def test_the_encrypted_overlay_override_encrypts_the_replay_network_and_changes_nothing_else():
+    """deploy/swarm-encrypted.yml: a valid compose-spec document whose only change is `encrypted` on the internal
+    `replay` overlay; the docs name it in a `docker stack deploy` line."""
+    path = REPO / "deploy" / "swarm-encrypted.yml"
+    result = check_schema(path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    override = load_compose(path)
+    assert override == {"networks": {"replay": {"driver": "overlay", "driver_opts": {"encrypted": ""}}}}
+    assert load_compose()["networks"]["replay"]["internal"] is True  # the base keeps the network internal
+    deploy_doc = (REPO / "docs" / "deploy.md").read_text()
+    assert ("docker stack deploy -c docker-compose.yml -c deploy/swarm.yml -c deploy/swarm-encrypted.yml dqn"
+            in deploy_doc)
+    for port in ("2377/tcp", "7946/tcp", "7946/udp", "4789/udp"):
+        assert port in deploy_doc, port

@@ -154,6 +154,14 @@ def test_swarm_stack_live(swarm):
     advancing(swarm)
     timings["scale6"] = time.monotonic() - started
 
+    # the bottleneck verdict of six actors on three nodes, as `dqn-service status` reads it from the replay server
+    def verdict() -> str:
+        learner = swarm.tasks("learner")[0]
+        out = swarm.state.docker("exec", learner["container"], "dqn-service", "status", "--replay-address",
+                                 "replay-server:8000", timeout_s=60, check=False).stdout
+        return "bottleneck (last" in out and "warming up" not in out and out
+    print("\n" + wait_for(verdict, 120, "a bottleneck verdict in dqn-service status"))
+
     # scale down to 4 and up to 6: the ids stay within 1..6 and come back; no directory for a new id anywhere
     started = time.monotonic()
     swarm.manager.docker("service", "scale", "--detach", f"{STACK}_actor=4")

@@ -165,6 +165,31 @@ class Smoke:
     check: Callable[[str, Path], None]
 
 
+def check_fair_run(_: str, tmp: Path) -> None:
+    """The harness's `ours` side end to end: run rows, snapshots read from the replay server, scores, tables."""
+    runs = [json.loads(line) for line in (tmp / "fair" / "runs.jsonl").read_text().splitlines()]
+    sitting, run = runs
+    assert sitting["kind"] == "sitting" and sitting["machine"]["nproc"] >= 1, sitting
+    assert run["side"] == "ours" and run["exit_code"] == 0 and run["eval_exit_code"] == 0, run
+    assert run["cpu_s"] > 1 and run["env_steps"] > 0 and "--target-return" not in run["command"], run
+    scores = [json.loads(line) for line in (tmp / "fair" / "scores.jsonl").read_text().splitlines()]
+    random_play, *ours, kept = scores
+    assert random_play["side"] == "random" and len(random_play["returns"]) == 2, random_play
+    assert kept["side"] == "ours-kept" and (kept["returns"] is None or len(kept["returns"]) == 2), kept
+    assert [row["mark"] for row in ours] == [0, 1, 2] and ours[-1]["run_end"], ours
+    # The run's last weights came from its replay server through the product's reader and were scored.
+    assert ours[-1]["train_step"] is not None and len(ours[-1]["returns"]) == 2, ours[-1]
+    assert {row["eval_seed_first"] for row in scores} == {1_000_000}, scores
+    importlib.import_module("bench.fair_tables").main([str(tmp / "fair"), "--no-png"])
+    tables = (tmp / "fair" / "tables.md").read_text()
+    assert "## CartPole-v1 (10 s per run; random play" in tables and "| ours | 1 | " in tables, tables
+
+
+def check_fair_eval(_: str, tmp: Path) -> None:
+    row = json.loads((tmp / "random.jsonl").read_text())
+    assert row["side"] == "random" and len(row["returns"]) == 3 and row["episode_cap"] == 500, row
+
+
 SMOKES = {
     "action_heads": Smoke(("--flat", "4", "--branching", "2x3", "--seconds", "0.2", "--rounds", "1", "--batch-size",
                            "16", "--fc-layer-params", "8"), check_action_heads),
@@ -190,6 +215,11 @@ SMOKES = {
                             check_learning_suite),
     "peer_suite": Smoke(("--envs", "CartPole-v1", "--seeds", "1", "--budget-s", "5", "--sides", "ours", "--json",
                          "{tmp}/peer.json", "--png-dir", ""), check_peer_suite),
+    # The fair harness's `ours` side, its evaluator and its tables (CI has no peer virtualenv for the SB3 sides).
+    "fair_run": Smoke(("--envs", "CartPole-v1", "--budget-s", "10", "--seeds", "1", "--sides", "ours", "--marks", "2",
+                       "--episodes", "2", "--out", "{tmp}/fair"), check_fair_run),
+    "fair_eval": Smoke(("--side", "random", "--env-id", "CartPole-v1", "--episodes", "3", "--out",
+                        "{tmp}/random.jsonl"), check_fair_eval),
     # Half the preset's envs per actor: making 32 Atari envs on a crowded box can outlast the roles' stop deadline.
     "breakout_learning": Smoke(("--sides", "ours", "--seeds", "1", "--minutes", "0.1", "--json",
                                 "{tmp}/breakout.json", "--png-dir", "", "--variant", "smoke", "--", "--num-envs", "16"),

@@ -1,7 +1,11 @@
-"""F14: a full disk under the replay server: checkpoints fail, the server keeps serving its buffer and recovers."""
+"""F14: a full disk under the replay server: checkpoints fail, the server keeps serving its buffer and recovers;
+and under a whole local run: no role stops."""
 
 import os
 import signal
+import subprocess
+import sys
+import time
 
 import pytest
 import reverb
@@ -10,10 +14,13 @@ from dqn.process.health import check
 from dqn.process.progress import read_progress
 from dqn.replay_layout.items import REPLAY_TABLE
 from replay_server.recovery import complete_checkpoints
-from tests.conftest import run_cli, wait_until
+from tests.conftest import REPO, run_cli, wait_until
 from tests.events import read_scalars
 from tests.fs import fill, small_filesystem
-from tests.helpers import NO_LIMITER, fill_and_count
+from tests.helpers import FAST, LEARNER_FAST, NO_LIMITER, fill_and_count
+from tests.integration.test_faults_local import role_process
+
+ROLES = ("replay-server", "learner", "actor-0", "actor-1", "evaluator")
 
 pytestmark = pytest.mark.integration
 
@@ -65,3 +72,52 @@ def test_F14_final_checkpoint_on_a_full_disk_exits_1_with_one_clear_line(replay_
         assert "replay checkpoint (final) failed" in log and "stopped without a final checkpoint" in log
         assert "Traceback" not in log
         assert not [p for p in (disk / "run" / "replay_checkpoints").iterdir() if not (p / "DONE").exists()]
+
+
+def test_F14_every_role_of_a_local_run_survives_a_full_run_root(tmp_path):
+    """`dqn-service local` with its whole run root on a small file system that then fills up: no role exits (the
+    actors' progress files, the evaluator's results and best weights, every summary and checkpoint fail), the run
+    goes on; once there is room again every role writes again. A results line torn before the evaluator cut
+    torn lines back off (written here by hand) costs the launcher that line only."""
+    with small_filesystem(tmp_path / "disk", size="96m") as disk:
+        root = disk / "run"
+        run = subprocess.Popen(
+            [sys.executable, "-m", "launcher", "local", "--root-dir", str(root), *FAST, *LEARNER_FAST,
+             "--num-envs", "4", "--max-train-steps", "100000", "--target-return", "100000", "--eval-interval", "50",
+             "--eval-episodes", "2", "--checkpoint-interval-s", "5", "--checkpoint-interval", "200",
+             "--summary-interval", "25", "--summary-interval-s", "1", "--max-role-restarts", "1"],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO)
+        try:
+            evals = root / "evaluator" / "evals.jsonl"
+            wait_until(lambda: run.poll() is not None or (evals.exists() and evals.read_text().count("\n") >= 2),
+                       240, "training and two evaluations")
+            assert run.poll() is None, run.communicate()[0]
+            roles = {name: role_process(run, name).pid for name in ROLES}
+            with open(evals, "a") as handle:
+                handle.write('{"train_step": 1, "average_re')  # what an evaluator without the cut-back left
+            before = {name: read_progress(str(root / name)) for name in ("learner", "actor-0", "actor-1")}
+            filler = fill(disk)
+            full_since = time.monotonic()
+            time.sleep(30)  # several summary, progress, evaluation and checkpoint intervals of every role
+            assert os.statvfs(disk).f_bavail * os.statvfs(disk).f_frsize < 64 * 1024
+            assert {name: getattr(role_process(run, name), "pid", None) for name in ROLES} == roles
+            assert run.poll() is None
+            filler.unlink()
+            print(f"\nrun root full for {time.monotonic() - full_since:.0f} s")
+            for name in ("learner", "actor-0", "actor-1"):
+                wait_until(lambda n=name: read_progress(str(root / n)).get("time", 0) > before[n]["time"] + 30, 60,
+                           f"{name} to write its progress again")
+            assert read_progress(str(root / "learner"))["train_step"] > before["learner"]["train_step"]
+            assert read_progress(str(root / "actor-0"))["env_steps"] > before["actor-0"]["env_steps"]
+            lines = evals.read_text().count("\n")
+            wait_until(lambda: evals.read_text().count("\n") > lines, 120, "a new evaluation after the disk filled")
+            assert {name: role_process(run, name).pid for name in ROLES} == roles
+        finally:
+            if run.poll() is None:
+                run.send_signal(signal.SIGTERM)
+            output = run.communicate(timeout=300)[0]
+        assert run.returncode == 0, output
+        assert "role_restarts=0" in output and "restarting it" not in output, output
+        assert "skipped the torn start of a line" in output, output
+        logs = {name: (root / "logs" / f"{name}.log").read_text() for name in ROLES}
+        assert not [name for name, text in logs.items() if "Traceback" in text], logs

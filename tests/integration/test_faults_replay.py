@@ -80,7 +80,7 @@ def test_F8_corrupt_checkpoint_is_named_and_quarantine_recovers(replay_server_fa
     recovered = replay_server_factory(*NO_LIMITER, "--on-corrupt-checkpoint", "quarantine", port=server.port,
                                       root=tmp_path / "run")
     assert reverb.Client(recovered.address).server_info(timeout=10)[REPLAY_TABLE].current_size == 0
-    quarantined = list((tmp_path / "run" / "replay_checkpoints.quarantine").iterdir())
+    quarantined = list((tmp_path / "run" / "replay" / "quarantine").iterdir())
     assert len(quarantined) == 1 and (quarantined[0] / "chunks.tfrecord").exists()
     assert "quarantined it to" in recovered.process.log()
 

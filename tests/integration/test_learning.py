@@ -17,11 +17,11 @@ SOLVED = 475  # CartPole-v1's reward_threshold
 MAX_RETURN = 500  # CartPole-v1's longest episode
 
 
-# A run with the defaults can still miss the threshold within a minute (docs/performance.md, "Learning suite": none
-# of 50 in five runs of seeds 1-10 at the current defaults, 3 of 40 with an earlier reset rule), and the actors'
-# timing makes a seed's run differ from one launch to the next; CI's box may also be slower. So the defaults get up
-# to four runs: all four missing has a chance of about 1 in 10,000 at 1 in 10, while defaults that do not learn
-# CartPole fail every run. The run that solved is then checked in full.
+# A run with the defaults can still miss the threshold within a minute
+# (bench/results/history/performance-learning-suite.md: none of 50 in five runs of seeds 1-10 at the current defaults, 3
+# of 40 with an earlier reset rule), and the actors' timing makes a seed's run differ from one launch to the next; CI's
+# box may also be slower. So the defaults get up to four runs: all four missing has a chance of about 1 in 10,000 at 1
+# in 10, while defaults that do not learn CartPole fail every run. The run that solved is then checked in full.
 SEEDS = (3, 4, 5, 6)
 RUN_BUDGET_S = 90  # solves came at 8-25 s on an idle box (start-up included), the later ones after a fresh start
 SUMMARY = re.compile(r"summary: solved=(\w+) wall_time=([\d.]+)s env_steps=(\d+) train_steps=(\d+)")

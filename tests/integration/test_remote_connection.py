@@ -14,7 +14,7 @@ from dqn.remote.replay_client import CONTROL_TABLES
 from dqn.remote.reset_requests import ResetRequestSender
 from dqn.remote.run_settings import fetch_run_settings, publish_run_settings
 from dqn.remote.weights_puller import WeightsPuller, fetch_weights
-from dqn.replay_layout.items import REPLAY_TABLE, REQUESTS_TABLE, RESET_REQUEST_STEP_KEY, VARIABLES_TABLE
+from dqn.replay_layout.items import REPLAY_TABLE, REQUESTS_TABLE, RESET_REQUEST_STEP_KEY, SIGNATURE_KEY, VARIABLES_TABLE
 from dqn.replay_layout.tables import latest_item_table, requests_signature
 from dqn.resolve import resolved_builder
 from dqn.settings.config import CommonConfig
@@ -31,7 +31,8 @@ def requests_server(port: int) -> reverb.Server:
 
 
 def insert_request(client: reverb.Client, step: int = 1) -> None:
-    client.insert({RESET_REQUEST_STEP_KEY: np.int64(step)}, priorities={REQUESTS_TABLE: 1.0})
+    client.insert({RESET_REQUEST_STEP_KEY: np.int64(step), SIGNATURE_KEY: np.bytes_(b"")},
+                  priorities={REQUESTS_TABLE: 1.0})
 
 
 def ask(client: reverb.Client) -> dict:

@@ -209,8 +209,9 @@ def test_reference_lists_every_setting_once_with_its_roles_and_each_roles_defaul
     for name in KNOWN:
         rows = [line for line in text.splitlines() if line.startswith(f"| `{config_loading.flag_name(name)}` |")]
         assert len(rows) == 1, name
-    # local picks its replay server's health port and leaves the other roles' off: it has no health_port.
-    assert {f.name for f in dataclasses.fields(LocalConfig)} == KNOWN - {"health_port"}
+    # local picks its replay server's health port and leaves the other roles' off: it has no health settings.
+    assert {f.name for f in dataclasses.fields(LocalConfig)} == KNOWN - {"health_port", "health_host",
+                                                                         "health_stall_timeout_s"}
     health = next(line for line in text.splitlines() if line.startswith("| `--health-port` |"))
     assert "| `0` |" in health and "| replay-server, learner, actor, evaluator |" in health
     batch = next(line for line in text.splitlines() if line.startswith("| `--batch-size` |"))

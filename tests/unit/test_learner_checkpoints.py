@@ -83,7 +83,7 @@ def test_a_save_on_a_full_disk_fails_softly_and_keeps_the_previous_one(tmp_path,
 
 
 def test_write_guard_logs_once_per_interval_and_returns_none(tmp_path, caplog):
-    guard = WriteGuard()
+    guard = WriteGuard("learner")
 
     def write():
         raise tf.errors.ResourceExhaustedError(None, None, "No space left on device")

@@ -37,7 +37,7 @@ def test_a_reset_request_takes_effect_at_the_next_train_call_whatever_the_publis
     config = LearnerConfig(root_dir=str(tmp_path), fc_layer_params=(32,), publish_interval=10_000,
                            checkpoint_interval=10_000, summary_interval=10_000)
     learner = Learner(resolve_settings(config))
-    publisher, watcher = RecordingPublisher(), SimpleNamespace(latest=-1)
+    publisher, watcher = RecordingPublisher(), SimpleNamespace(latest=-1, received=0)
     triggers = learner_triggers(learner, publisher, watcher)
 
     def train_call(step):
@@ -47,9 +47,10 @@ def test_a_reset_request_takes_effect_at_the_next_train_call_whatever_the_publis
     for step in (8, 16):
         train_call(step)
     assert publisher.submitted == []  # far from the publish interval
-    watcher.latest = 480  # the evaluator's request, as the watcher's thread would record it
+    # The evaluator's request on behalf of its evaluation of step 16, as the watcher's thread would record it.
+    watcher.latest, watcher.received = 16, 1
     train_call(24)
-    assert int(learner.reset_request_step.numpy()) == 480
+    assert int(learner.reset_request_step.numpy()) == 16
     assert int(learner.exploration_start.numpy()) == 24
     assert publisher.submitted == [(24, 24)], "the reset's weights and exploration start go out in the same call"
     for step in (32, 40, 48):
@@ -67,9 +68,50 @@ def test_an_applied_request_restored_from_the_checkpoint_is_not_applied_again(tm
     learner.reset_request_step.assign(480)
     learner.exploration_start.assign(2_000)
     publisher = RecordingPublisher()
-    triggers = learner_triggers(learner, publisher, SimpleNamespace(latest=480), step=3_000)
+    triggers = learner_triggers(learner, publisher, SimpleNamespace(latest=480, received=1), step=3_000)
     assert not triggers[0](3_008)
     assert int(learner.exploration_start.numpy()) == 2_000 and publisher.submitted == []
+    assert triggers[0].refused.count == 0, "the applied request still in the table is not a refused one"
+
+
+def test_only_requests_that_can_be_genuine_are_applied_and_the_rest_are_counted(tmp_path):
+    from dqn.resolve import resolve_settings
+    from learner.train import Learner
+
+    learner = Learner(resolve_settings(LearnerConfig(root_dir=str(tmp_path), fc_layer_params=(32,))))
+    learner.reset_request_step.assign(480)
+    publisher, watcher = RecordingPublisher(), SimpleNamespace(latest=-1, received=0)
+    trigger = learner_triggers(learner, publisher, watcher, step=3_000)[0]
+
+    def request(step, at):
+        watcher.latest, watcher.received = step, watcher.received + 1
+        return trigger(at)
+
+    assert not request(10**12, 3_008), "a step no evaluation of this learner's weights can have"
+    assert not request(3_100, 3_016), "after the learner's own train step"
+    assert not request(200, 3_024), "before the last applied request"
+    assert trigger.refused.count == 3 and int(learner.reset_request_step.numpy()) == 480
+    assert not trigger(3_032) and trigger.refused.count == 3, "each request is looked at once"
+    assert request(3_000, 3_040), "a genuine request after the refused ones is applied"
+    assert int(learner.reset_request_step.numpy()) == 3_000 and int(learner.exploration_start.numpy()) == 3_040
+    assert not request(3_000, 3_048) and trigger.refused.count == 3, "the applied one again: not applied, not refused"
+    assert learner.refused_counts()["refused_reset_requests"] == 0, "run() sets the trigger the learner reports"
+    learner.reset_trigger = trigger
+    assert learner.refused_counts()["refused_reset_requests"] == 3
+
+
+def test_a_checkpointed_applied_request_after_the_train_step_is_healed_at_start(tmp_path):
+    from dqn.resolve import resolve_settings
+    from learner.train import Learner
+
+    config = resolve_settings(LearnerConfig(root_dir=str(tmp_path), fc_layer_params=(32,)))
+    learner = Learner(config)
+    learner.bundle.train_step.assign(5_000)
+    learner.exploration_start.assign(1_200)
+    learner.reset_request_step.assign(10**12)  # what an earlier version checkpointed from a forged request
+    learner.save()
+    restored = Learner(config)
+    assert restored.step == 5_000 and int(restored.reset_request_step.numpy()) == 1_200
 
 
 def test_a_requested_interval_trigger_fires_once_at_the_next_call_and_keeps_its_interval():

@@ -8,7 +8,8 @@ from actor.collect import actor_epsilon
 from dqn.model.schedules import epsilon_at
 from dqn.process.progress import EpisodeStats
 from dqn.settings.config import ActorConfig, CommonConfig, LocalConfig
-from launcher.local import FINAL_EVALUATION_WAIT_S, EvalRecords, final_evaluation_due, solves
+from launcher.eval_records import EvalRecords
+from launcher.local import FINAL_EVALUATION_WAIT_S, final_evaluation_due, solves
 from learner.triggers import IntervalTrigger
 
 
@@ -221,3 +222,15 @@ def test_unblock_puts_item_i_env_e_at_row_i_times_e_and_item_td_error_is_the_blo
     td = np.array([0.5, -2.0, 0.1, 0.3], dtype=np.float32)
     assert item_td_errors(td, 2).tolist() == pytest.approx([2.0, 0.3])
     assert item_td_errors(td, 1) is td
+
+
+def test_eval_records_skip_a_line_a_full_disk_tore_and_keep_the_record_that_continued_it(tmp_path, caplog):
+    (tmp_path / "evaluator").mkdir()
+    path = tmp_path / "evaluator" / "evals.jsonl"
+    # The first record was cut short by ENOSPC, and the next one was appended to its remains.
+    path.write_text('{"train_step": 1, "average_return": 9.0}\n{"train_step": 2, "avera'
+                    '{"train_step": 3, "average_return": 30.0}\nnot json at all\n{"train_step": 4, '
+                    '"average_return": 40.0}\n')
+    records = EvalRecords(str(tmp_path))
+    assert [r["train_step"] for r in records.new()] == [1, 3, 4]
+    assert "skipped the torn start of a line" in caplog.text and "skipped an unreadable line" in caplog.text

@@ -73,8 +73,12 @@ def test_auto_history_is_two_where_the_observation_hides_the_velocities(seed):
 
 
 @pytest.mark.parametrize("env_id", ["CartPole-v1", "Acrobot-v1", "MountainCar-v0", "tests.user_envs:SlowCartPole-v0"])
-def test_auto_history_is_one_where_the_observation_is_the_state(env_id):
+def test_auto_history_is_one_where_the_observation_is_the_state(env_id, caplog):
+    caplog.set_level("INFO")
     assert auto_setting(env_id, "observation_history") == 1
+    # 1 is also the fallback of a probe that failed or saw too little: the decision must come from measured play.
+    decided = [r.getMessage() for r in caplog.records if r.getMessage().startswith("observation_history auto: 1 (")]
+    assert len(decided) == 1 and "random play: the observation and action leave" in decided[0], caplog.text
 
 
 def test_auto_history_leaves_images_alone_without_playing(caplog):

@@ -1,0 +1,352 @@
+"""The fair harness: ours and Stable-Baselines3 DQN trained one after another, snapshotted at the same wall-clock marks.
+
+Sides: `ours` is `dqn-service local --env-id E --seed S --max-wall-time-s B --root-dir <fresh>`, as a user runs it
+(defaults: its own re-check, reset rule and stop at the env's reward threshold); `sb3` is SB3 DQN with the
+rl-baselines3-zoo recipe (bench/peers/sb3_snapshots.py); `sb3-scaled` is that recipe with n_timesteps set to the env
+steps `sb3` reached in this sitting for the same env and seed (so `sb3` runs first for a seed). Per seed the order of
+the sides rotates; there is never more than one training at a time.
+
+Every clock starts at Popen (start-up and imports count). Marks are every budget/10 s. The SB3 process saves its q_net
+at each mark itself; for ours this process reads the latest weights the learner published to the replay server's
+`variables` table (the product's `WeightsPuller`, polled every 0.5 s) and saves them at each mark with their train
+step and the actors' env steps (progress files). A run that stops before a mark (ours stops when it solves) leaves
+its last weights for the later marks, marked `after_end`. After each training, bench/fair_eval.py scores every
+snapshot in its own process (under the side's python), and the policy an `ours` run kept and exported; random play
+is scored once per env and sitting.
+
+CPU-seconds: this process is the child subreaper (prctl PR_SET_CHILD_SUBREAPER), so every process of a run, forked
+roles included, is reaped here once it ends; the run's CPU is the delta of getrusage(RUSAGE_CHILDREN) around it (its
+whole waited-for process tree). This process's own polling is reported apart (`harness_cpu_s`).
+
+    python bench/fair_run.py --envs CartPole-v1 --budget-s 60 --seeds 1 2 3 4 5 \
+        --peer-python /work/peers-venv/bin/python --out bench/results/2026-11-27-fair-classic
+
+Appends to <out>/runs.jsonl (one row per training run, plus one `sitting` row) and <out>/scores.jsonl (one row per
+env, side, seed and mark: the per-episode returns); never rewrites. Tables: bench/fair_tables.py. Runs of a sitting
+without kept-policy rows get them with `python bench/fair_run.py --backfill-kept --out DIR`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import glob
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+from bench.common import cpu_name  # noqa: E402
+
+SIDES = ("ours", "sb3", "sb3-scaled")
+#: Per seed, the side order: `ours` first, second and last in turn; `sb3` always before `sb3-scaled` (which needs it).
+ORDERS = (("ours", "sb3", "sb3-scaled"), ("sb3", "ours", "sb3-scaled"), ("sb3", "sb3-scaled", "ours"))
+PR_SET_CHILD_SUBREAPER = 36
+SUMMARY_PREFIX = "summary: "
+
+
+def become_subreaper() -> None:
+    """Orphaned descendants of the runs are reparented here, so their CPU reaches RUSAGE_CHILDREN once reaped."""
+    if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER) failed")
+
+
+def reap_all(deadline_s: float = 120.0) -> int:
+    """Waits for every remaining descendant (orphans reparented here); how many were reaped, -1 if some outlived it."""
+    reaped, deadline = 0, time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return reaped
+        if pid == 0:
+            time.sleep(0.2)
+        else:
+            reaped += 1
+    return -1  # their CPU-seconds are missing from the run's: the row says so
+
+
+def children_cpu() -> float:
+    """User + system CPU-seconds of all reaped descendants so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def self_cpu() -> float:
+    """User + system CPU-seconds of this process."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def machine() -> dict:
+    """What measured the rows: core count, CPU model, load average now."""
+    return {"nproc": os.cpu_count(), "cpu": cpu_name(), "loadavg": os.getloadavg()}
+
+
+def git_commit() -> str:
+    """The checked-out commit, `+dirty` when tracked files differ from it."""
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO, capture_output=True,
+                           text=True).stdout.strip()
+    return head + ("+dirty" if dirty else "")
+
+
+class OursSnapshots:
+    """Polls a run's published weights on a thread; saves the latest at each mark (seconds since `started`)."""
+
+    def __init__(self, directory: str, marks: list[float], started: float, root: str):
+        self.directory, self.marks, self.started, self.root = directory, marks, started, root
+        self.address: str | None = None
+        self.ended = threading.Event()
+        self.latest = None
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _env_steps(self) -> int:
+        return sum(json.load(open(path, encoding="utf-8")).get("env_steps", 0)  # noqa: SIM115
+                   for path in glob.glob(os.path.join(self.root, "actor-*", "progress.json")))
+
+    def _run(self) -> None:
+        """Until the run has ended: poll the weights and env steps, save each mark when its second comes."""
+        from dqn.remote.weights_puller import WeightsPuller
+
+        puller, index, env_steps = None, 0, 0
+        with open(os.path.join(self.directory, "marks.jsonl"), "a", encoding="utf-8") as log:
+            while not self.ended.is_set():
+                if puller is None and self.address:
+                    puller = WeightsPuller(self.address, timeout_s=5.0, min_interval_s=0.5)
+                if puller is not None:
+                    puller.request()
+                    self.latest = puller.latest() or self.latest
+                try:
+                    env_steps = self._env_steps()
+                except (OSError, ValueError):  # a progress file being replaced: the last count stands
+                    pass
+                while index < len(self.marks) and time.time() - self.started >= self.marks[index]:
+                    self._save(index, time.time(), env_steps, log)
+                    index += 1
+                self.ended.wait(0.1)
+            while index < len(self.marks):  # marks after the run's end keep its last weights
+                self._save(index, time.time(), env_steps, log)
+                index += 1
+            self._save(len(self.marks), time.time(), env_steps, log, end=True)
+        if puller is not None:
+            puller.close()
+
+    def _save(self, index: int, now: float, env_steps: int, log, end: bool = False) -> None:
+        """Saves the latest weights as mark `index`; `end`: the run's last weights, after its last mark."""
+        import numpy as np
+
+        row = {"mark": index, "mark_s": None if end else self.marks[index], "at_s": round(now - self.started, 2),
+               "after_end": self.ended.is_set() and not end, "run_end": end, "env_steps": env_steps}
+        if self.latest is None:  # nothing published yet: the tables count "no policy" as random play
+            row.update(train_step=None, file=None)
+        else:
+            name = f"mark-{index:02d}.npz"
+            np.savez(os.path.join(self.directory, name), **{f"v{i}": v for i, v in enumerate(self.latest.variables)})
+            row.update(train_step=self.latest.train_step, file=name)
+        log.write(json.dumps(row) + "\n")
+        log.flush()
+
+    def join(self) -> None:
+        self.ended.set()
+        self._thread.join(timeout=60)
+
+
+def run_ours(env_id: str, seed: int, budget_s: float, marks: list[float], snapshots: str, flags: list[str]) -> dict:
+    """One `dqn-service local` run as a user runs it; its snapshots taken from the replay server."""
+    root = tempfile.mkdtemp(prefix=f"fair-ours-{env_id}-s{seed}-")
+    # The snapshot client reads the run's replay server from this host's network: the run's roles must be on it
+    # too (isolation changes nothing a run learns).
+    command = [sys.executable, "-m", "launcher", "local", "--env-id", env_id, "--seed", str(seed),
+               "--max-wall-time-s", f"{budget_s:g}", "--root-dir", root, "--isolate-network", "false", *flags]
+    cpu_before, started = children_cpu(), time.time()
+    child = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    watcher = OursSnapshots(snapshots, marks, started, root)
+    lines = []
+    for line in child.stdout:
+        lines.append(line)
+        if watcher.address is None and "replay at " in line:
+            watcher.address = line.split("replay at ", 1)[1].split(",", 1)[0].strip()
+    exit_code = child.wait()
+    ended = time.time()
+    load_end = os.getloadavg()
+    watcher.join()
+    reaped = reap_all()
+    summary = next((line for line in reversed(lines) if line.startswith(SUMMARY_PREFIX)), "")
+    fields = dict(part.split("=", 1) for part in summary[len(SUMMARY_PREFIX):].split() if "=" in part)
+    return {"command": command, "root": root, "exit_code": exit_code, "orphans_reaped": reaped,
+            "wall_s": round(ended - started, 2), "loadavg_end": load_end,
+            "cpu_s": round(children_cpu() - cpu_before, 2), "solved": fields.get("solved") == "yes",
+            "env_steps": int(fields.get("env_steps", 0)), "train_steps": int(fields.get("train_steps", 0)),
+            "kept_recheck": kept_recheck(root), "summary": summary.strip(), "tail": "".join(lines[-5:])[-1500:]}
+
+
+def kept_recheck(root: str) -> dict | None:
+    """The service's own best re-checked evaluation (its evaluator's evals.jsonl), or None where nothing was re-checked.
+
+    The kept policy ranks by its re-check where there is one: the highest `confirmed_return` is the kept one's.
+    """
+    path = os.path.join(root, "evaluator", "evals.jsonl")
+    records = []
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as handle:
+            records = [json.loads(line) for line in handle if line.strip()]
+    checked = [r for r in records if r.get("confirmed_return") is not None and r["train_step"] > 0]
+    if not checked:
+        return None
+    best = max(checked, key=lambda r: r["confirmed_return"])
+    return {"train_step": best["train_step"], "average_return": best["average_return"],
+            "confirmed_return": best["confirmed_return"], "confirm_episodes": best.get("confirm_episodes"),
+            "evaluations": len(records), "rechecks": len(checked)}
+
+
+def run_sb3(env_id: str, seed: int, budget_s: float, marks: list[float], snapshots: str, python: str,
+            scaled_timesteps: int | None) -> dict:
+    """One SB3 run under the peer's python (bench/peers/sb3_snapshots.py)."""
+    started = time.time()
+    command = [python, os.path.join(REPO, "bench", "peers", "sb3_snapshots.py"), "--env-id", env_id, "--seed",
+               str(seed), "--budget-s", f"{budget_s:g}", "--started-epoch", f"{started:.3f}", "--snapshots",
+               snapshots, "--marks", *[f"{m:g}" for m in marks]]
+    if scaled_timesteps:
+        command += ["--scaled-timesteps", str(scaled_timesteps)]
+    cpu_before = children_cpu()
+    result = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
+    ended, load_end = time.time(), os.getloadavg()
+    reaped = reap_all()
+    last = next((json.loads(line) for line in reversed(result.stdout.splitlines()) if line.startswith("{")), {})
+    return {"command": command, "exit_code": result.returncode, "orphans_reaped": reaped,
+            "wall_s": round(ended - started, 2), "loadavg_end": load_end,
+            "cpu_s": round(children_cpu() - cpu_before, 2), "env_steps": last.get("env_steps"),
+            "train_steps": last.get("train_steps"), "scaled_timesteps": scaled_timesteps,
+            "tail": (result.stdout + result.stderr)[-1500:]}
+
+
+def evaluate(side: str, env_id: str, python: str, snapshots: str | None, root: str | None, context: dict,
+             out: str, episodes: int) -> dict:
+    """bench/fair_eval.py in its own process; its exit code and CPU-seconds."""
+    command = [python, os.path.join(REPO, "bench", "fair_eval.py"), "--side",
+               side if side in ("random", "ours", "ours-kept") else "sb3", "--env-id", env_id, "--episodes",
+               str(episodes), "--context", json.dumps(context), "--out", out]
+    command += ["--snapshots", snapshots] if snapshots else []
+    command += ["--run-dir", root] if root else []
+    cpu_before = children_cpu()
+    result = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
+    reap_all()
+    if result.returncode:
+        print(f"evaluator failed ({side} {env_id}):\n{result.stdout[-1500:]}{result.stderr[-3000:]}", flush=True)
+    return {"eval_exit_code": result.returncode, "eval_cpu_s": round(children_cpu() - cpu_before, 2)}
+
+
+def append(path: str, row: dict) -> None:
+    """Appends one JSON line (never rewrites what is there)."""
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(json.dumps(row) + "\n")
+
+
+def backfill_kept(out: str, episodes: int) -> int:
+    """Scores the kept policy of every ours run in `out` that has no ours-kept row yet (runs of an older harness)."""
+    runs_path, scores_path = os.path.join(out, "runs.jsonl"), os.path.join(out, "scores.jsonl")
+    with open(scores_path, encoding="utf-8") as handle:
+        done = {(r["sitting"], r["env_id"], r["seed"]) for r in map(json.loads, handle) if r["side"] == "ours-kept"}
+    failed = 0
+    with open(runs_path, encoding="utf-8") as handle:
+        runs = [r for r in map(json.loads, handle) if r.get("kind") == "run" and r["side"] == "ours"]
+    for run in runs:
+        if (run["sitting"], run["env_id"], run["seed"]) in done or not os.path.isdir(run.get("root", "")):
+            continue
+        context = {key: run[key] for key in ("sitting", "env_id", "budget_s", "seed")}
+        failed += evaluate("ours-kept", run["env_id"], sys.executable, None, run["root"], context, scores_path,
+                           episodes)["eval_exit_code"] != 0
+    return failed
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Runs every env x seed x side of one sitting; appends runs and scores; exit 1 if any run or evaluation failed."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--backfill-kept", action="store_true",
+                        help="only score the kept policies of --out's ours runs that have no ours-kept row yet")
+    parser.add_argument("--envs", nargs="+")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5])
+    parser.add_argument("--budget-s", type=float, nargs="+", help="one per env, or one for all")
+    parser.add_argument("--sides", nargs="+", choices=SIDES, default=list(SIDES))
+    parser.add_argument("--peer-python", help="python of the peer virtualenv with SB3 (needed for the sb3 sides)")
+    parser.add_argument("--marks", type=int, default=10, help="snapshots per run, every budget/marks s")
+    parser.add_argument("--episodes", type=int, default=30, help="evaluation episodes per snapshot")
+    parser.add_argument("--snapshot-dir", default=None, help="where snapshots go (default: a temp dir)")
+    parser.add_argument("--out", required=True, help="the results directory (runs.jsonl, scores.jsonl)")
+    parser.add_argument("ours_flags", nargs="*", help="after --: extra flags for ours (none for the headline)")
+    args = parser.parse_args(argv)
+    if args.backfill_kept:
+        return 1 if backfill_kept(args.out, args.episodes) else 0
+    if not args.envs or not args.budget_s:
+        parser.error("--envs and --budget-s are required for a sitting")
+    if {"sb3", "sb3-scaled"} & set(args.sides) and not args.peer_python:
+        parser.error("--peer-python is required for the sb3 sides (the peer virtualenv, never the service's)")
+    if "sb3-scaled" in args.sides and "sb3" not in args.sides:
+        parser.error("sb3-scaled needs sb3 in the same sitting (its n_timesteps are sb3's env steps)")
+    budgets = args.budget_s if len(args.budget_s) == len(args.envs) else args.budget_s[:1] * len(args.envs)
+    become_subreaper()
+    import dqn.remote.weights_puller  # noqa: F401 - TF and Reverb imported before any clock starts
+
+    os.makedirs(args.out, exist_ok=True)
+    runs_path, scores_path = os.path.join(args.out, "runs.jsonl"), os.path.join(args.out, "scores.jsonl")
+    snapshot_root = args.snapshot_dir or tempfile.mkdtemp(prefix="fair-snapshots-")
+    sitting = {"kind": "sitting", "sitting": f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:6]}",
+               "commit": git_commit(), "argv": sys.argv, "machine": machine(), "time": time.time(),
+               "eval_episodes": args.episodes, "service_python": sys.executable, "peer_python": args.peer_python}
+    append(runs_path, sitting)
+    failed = 0
+    for env_id, budget_s in zip(args.envs, budgets, strict=True):
+        marks = [round(budget_s * (i + 1) / args.marks, 3) for i in range(args.marks)]
+        base = {"sitting": sitting["sitting"], "env_id": env_id, "budget_s": budget_s}
+        failed += evaluate("random", env_id, sys.executable, None, None, {**base, "seed": None}, scores_path,
+                           args.episodes)["eval_exit_code"] != 0
+        for position, seed in enumerate(args.seeds):
+            sb3_env_steps = None
+            for side in (s for s in ORDERS[position % len(ORDERS)] if s in args.sides):
+                snapshots = os.path.join(snapshot_root, f"{env_id}-{side}-s{seed}-{uuid.uuid4().hex[:6]}")
+                os.makedirs(snapshots)
+                row = {"kind": "run", **base, "side": side, "seed": seed, "marks_s": marks, "snapshots": snapshots,
+                       "machine": machine(), "commit": sitting["commit"], "time": time.time()}
+                harness_cpu = self_cpu()
+                print(f"{env_id} seed {seed} {side}: training {budget_s:g} s (load {row['machine']['loadavg']})",
+                      flush=True)
+                if side == "ours":
+                    row.update(run_ours(env_id, seed, budget_s, marks, snapshots, args.ours_flags))
+                elif side == "sb3" or sb3_env_steps:
+                    row.update(run_sb3(env_id, seed, budget_s, marks, snapshots, args.peer_python,
+                                       sb3_env_steps if side == "sb3-scaled" else None))
+                    if side == "sb3":
+                        sb3_env_steps = row.get("env_steps")
+                else:
+                    row.update(exit_code=None, error="sb3 reached no env steps in this sitting: nothing to scale to")
+                row["harness_cpu_s"] = round(self_cpu() - harness_cpu, 2)
+                if row.get("exit_code") == 0:
+                    context = {**base, "seed": seed, "sitting": sitting["sitting"]}
+                    python = sys.executable if side == "ours" else args.peer_python
+                    row.update(evaluate(side, env_id, python, snapshots, row.get("root"),
+                                        {**context, "side": side}, scores_path, args.episodes))
+                    if side == "ours":  # and the policy the run kept, what its user gets
+                        kept = evaluate("ours-kept", env_id, python, None, row["root"], context, scores_path,
+                                        args.episodes)
+                        row.update(kept_eval_exit_code=kept["eval_exit_code"], kept_eval_cpu_s=kept["eval_cpu_s"])
+                failed += row.get("exit_code") != 0 or row.get("eval_exit_code", 1) != 0
+                append(runs_path, row)
+                print(f"  exit {row.get('exit_code')}, wall {row.get('wall_s')} s, cpu {row.get('cpu_s')} s, env "
+                      f"steps {row.get('env_steps')}, train steps {row.get('train_steps')}", flush=True)
+    print(f"fair_run: appended to {runs_path} and {scores_path}; {failed} failed", flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,252 @@
+"""Tables and learning curves of the fair harness, from its raw data alone (bench/fair_run.py's JSON lines).
+
+    python bench/fair_tables.py bench/results/2026-11-27-fair-classic
+
+writes <dir>/tables.md and one PNG per env (<dir>/<env>.png; `--no-png`: tables only). A seed's score at a mark
+is the mean return of the snapshot's evaluation episodes (the shared seeds; bench/fair_eval.py); a mark with no
+policy yet (ours before its learner's first weights) counts as random play. Per env and side: the median over seeds
+at each mark with a 95 % bootstrap interval (resampling seeds), the final score (the last mark), the area under the
+curve (the mean score over the marks, i.e. the curve's area divided by the budget), the IQM of the final scores where
+there are >= 5 seeds, the median CPU-seconds, env steps
+and train steps of the runs, and for ours its own evaluator's best re-checked score (the kept policy's re-check), the
+kept, exported policy replayed on the shared episodes, and the score of its last weights at the run's own end. The
+ratio ours/peer is taken on random-normalised scores (score - random play's), as the ratio of the seed means with a
+95 % bootstrap interval (seeds of each side resampled apart); an interval that crosses 1 is reported as level. Each
+(sitting, seed) is one sample: a second sitting adds seeds, it never replaces the first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+from collections import defaultdict
+
+import numpy as np
+
+SIDES = ("ours", "sb3", "sb3-scaled")
+BOOTSTRAP = 10_000
+
+
+def read_jsonl(path: str) -> list[dict]:
+    """The rows of a JSON lines file (none if it is absent)."""
+    if not os.path.exists(path):
+        return []
+    with open(path, encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+def interval(values: list[float], statistic=np.median, seed: int = 0) -> tuple[float, float]:
+    """95 % bootstrap interval of `statistic` over `values` (resampled with replacement)."""
+    data = np.asarray(values, dtype=float)
+    draws = np.random.default_rng(seed).choice(data, size=(BOOTSTRAP, len(data)))
+    stats = np.apply_along_axis(statistic, 1, draws) if statistic is not np.median else np.median(draws, axis=1)
+    return float(np.percentile(stats, 2.5)), float(np.percentile(stats, 97.5))
+
+
+def iqm(values: list[float]) -> float | None:
+    """Interquartile mean (the middle half, as in rliable), None below 5 values."""
+    if len(values) < 5:
+        return None
+    data = np.sort(np.asarray(values, dtype=float))
+    cut = int(np.floor(len(data) * 0.25))
+    return float(np.mean(data[cut:len(data) - cut]))
+
+
+def ratio_interval(ours: list[float], peer: list[float], seed: int = 1) -> tuple[float | None, float, float, float]:
+    """(ratio of means, low, high, share of resamples whose peer mean is <= 0) of two sets of normalised scores."""
+    rng = np.random.default_rng(seed)
+    a = rng.choice(np.asarray(ours, float), size=(BOOTSTRAP, len(ours))).mean(axis=1)
+    b = rng.choice(np.asarray(peer, float), size=(BOOTSTRAP, len(peer))).mean(axis=1)
+    bad = float(np.mean(b <= 0))
+    point = float(np.mean(ours) / np.mean(peer)) if np.mean(peer) > 0 else None
+    ratios = a[b > 0] / b[b > 0]
+    if not len(ratios):
+        return point, float("nan"), float("nan"), bad
+    return point, float(np.percentile(ratios, 2.5)), float(np.percentile(ratios, 97.5)), bad
+
+
+def collect(directory: str):
+    """(scores[env][side][(sitting, seed)] = {mark: score}, ends, random play per env, runs, budgets, mark seconds)."""
+    rows = read_jsonl(os.path.join(directory, "scores.jsonl"))
+    runs = [r for r in read_jsonl(os.path.join(directory, "runs.jsonl")) if r.get("kind") == "run"]
+    randoms: dict[str, list[float]] = defaultdict(list)
+    for row in rows:
+        if row["side"] == "random":
+            randoms[row["env_id"]] += row["returns"]
+    random_score = {env: float(np.mean(values)) for env, values in randoms.items()}
+    scores: dict = defaultdict(lambda: defaultdict(lambda: defaultdict(dict)))
+    ends: dict = defaultdict(lambda: defaultdict(dict))
+    mark_s: dict = defaultdict(dict)
+    for row in rows:
+        if row["side"] == "random":
+            continue
+        env, key = row["env_id"], (row["sitting"], row["seed"])
+        if row["side"] == "ours-kept":  # the policy the run kept: one score per run, None where it kept none
+            ends[env]["ours-kept"][key] = float(np.mean(row["returns"])) if row["returns"] else None
+            continue
+        value = float(np.mean(row["returns"])) if row["returns"] else random_score[env]
+        if row.get("run_end"):
+            ends[env][row["side"]][key] = (value, row["at_s"], row.get("train_step"))
+        else:
+            scores[env][row["side"]][key][row["mark"]] = value
+            mark_s[env][row["mark"]] = row["mark_s"]
+    return scores, ends, random_score, runs, mark_s
+
+
+def fmt(value, digits: int = 1) -> str:
+    """A table cell: '-' for None."""
+    return "-" if value is None or (isinstance(value, float) and np.isnan(value)) else f"{value:.{digits}f}"
+
+
+def cell(values: list[float]) -> str:
+    """'median [low, high]' over seeds."""
+    if not values:
+        return "-"
+    low, high = interval(values)
+    return f"{statistics.median(values):.1f} [{low:.1f}, {high:.1f}]"
+
+
+def env_tables(env: str, scores, ends, random_score: float, runs: list[dict], marks: dict) -> tuple[list[str], dict]:
+    """The markdown of one env, and per side the seeds' final and area scores (for the ratios)."""
+    sides = [side for side in SIDES if side in scores[env]]
+    order = sorted(marks)
+    budget = max(marks.values())
+    out = [f"## {env} ({budget:g} s per run; random play {random_score:.1f})", "",
+           "Score at each mark (seconds since launch): median over seeds [95 % bootstrap interval].", "",
+           "| side | seeds | " + " | ".join(f"{marks[m]:g} s" for m in order) + " |",
+           "|---|---|" + "---|" * len(order)]
+    finals, areas = {}, {}
+    for side in sides:
+        seeds = scores[env][side]
+        complete = {key: curve for key, curve in seeds.items() if all(m in curve for m in order)}
+        out.append(f"| {side} | {len(complete)} | " + " | ".join(
+            cell([curve[m] for curve in complete.values()]) for m in order) + " |")
+        finals[side] = [curve[order[-1]] for curve in complete.values()]
+        areas[side] = [float(np.mean([curve[m] for m in order])) for curve in complete.values()]
+    out += ["", "Per run (median over seeds): CPU-seconds of all the run's processes, wall seconds from launch to "
+            "the end of the run, env and train steps at the run's end.", "",
+            "| side | final | area (mean over marks) | IQM final | below random (final median) | CPU-s | wall s | "
+            "env steps | train steps | own best re-checked | at its own end |", "|---" * 11 + "|"]
+    for side in sides:
+        side_runs = [r for r in runs if r["env_id"] == env and r["side"] == side and r.get("exit_code") == 0]
+
+        def median(name: str, side_runs=side_runs) -> str:
+            values = [r[name] for r in side_runs if r.get(name) is not None]
+            return fmt(statistics.median(values), 0) if values else "-"
+
+        recheck, end = "-", "-"
+        if side == "ours":
+            checks = [r["kept_recheck"]["confirmed_return"] for r in side_runs if r.get("kept_recheck")]
+            recheck = (f"{statistics.median(checks):.1f} (median of {len(checks)}; absent in "
+                       f"{len(side_runs) - len(checks)})" if checks else f"absent in all {len(side_runs)}")
+            kept = list(ends[env]["ours-kept"].values())
+            if kept:
+                scored = [value for value in kept if value is not None]
+                recheck += f"; kept policy on the shared episodes: {cell(scored)} ({len(kept) - len(scored)} none)"
+            end_values = list(ends[env]["ours"].values())
+            if end_values:
+                end = (f"{cell([v for v, _, _ in end_values])} at "
+                       f"{statistics.median([at for _, at, _ in end_values]):.0f} s")
+        below = "yes" if finals[side] and statistics.median(finals[side]) < random_score else "no"
+        out.append(f"| {side} | {cell(finals[side])} | {cell(areas[side])} | {fmt(iqm(finals[side]))} | {below} | "
+                   f"{median('cpu_s')} | {median('wall_s')} | {median('env_steps')} | {median('train_steps')} | "
+                   f"{recheck} | {end} |")
+    return out, {"final": finals, "area": areas}
+
+
+def ratio_lines(env: str, results: dict, random_score: float) -> list[str]:
+    """Rows of the ratio table: ours/peer on random-normalised final and area scores."""
+    lines = []
+    for peer in ("sb3", "sb3-scaled"):
+        for metric in ("final", "area"):
+            ours, theirs = results[metric].get("ours"), results[metric].get(peer)
+            if not ours or not theirs:
+                continue
+            point, low, high, bad = ratio_interval([v - random_score for v in ours],
+                                                   [v - random_score for v in theirs])
+            if min(len(ours), len(theirs)) < 2:
+                verdict = "too few seeds for an interval"
+            elif point is None or bad > 0.025:
+                verdict = f"undefined: {peer} not above random play in {bad:.0%} of resamples"
+            elif low <= 1 <= high:
+                verdict = "level"
+            else:
+                verdict = "ours ahead" if low > 1 else f"{peer} ahead"
+            lines.append(f"| {env} | {peer} | {metric} | {len(ours)}/{len(theirs)} | {fmt(point, 2)} | "
+                         f"[{fmt(low, 2)}, {fmt(high, 2)}] | {verdict} |")
+    return lines
+
+
+def plot(env: str, scores, random_score: float, marks: dict, directory: str) -> str:
+    """One PNG: median and 95 % interval over seeds against seconds since launch, every side, random play."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    order = sorted(marks)
+    figure, axes = plt.subplots(figsize=(6.4, 4.0))
+    for side, color in zip(SIDES, ("tab:blue", "tab:orange", "tab:green"), strict=True):
+        curves = [c for c in scores[env].get(side, {}).values() if all(m in c for m in order)]
+        if not curves:
+            continue
+        xs = [0.0] + [marks[m] for m in order]
+        medians = [random_score] + [statistics.median([c[m] for c in curves]) for m in order]
+        bands = [(random_score, random_score)] + [interval([c[m] for c in curves]) for m in order]
+        axes.plot(xs, medians, color=color, marker=".", label=f"{side} ({len(curves)} seeds)")
+        axes.fill_between(xs, [b[0] for b in bands], [b[1] for b in bands], color=color, alpha=0.2)
+    axes.axhline(random_score, color="grey", linestyle="--", linewidth=0.8, label="random play")
+    axes.set(xlabel="seconds since launch (start-up included)", ylabel="greedy return (shared eval episodes)",
+             title=f"{env}: median and 95 % interval over seeds")
+    axes.legend(loc="best", fontsize="small")
+    figure.tight_layout()
+    path = os.path.join(directory, env.rpartition(":")[2].replace("/", "-") + ".png")
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return path
+
+
+def machine_lines(directory: str, runs: list[dict]) -> list[str]:
+    """Where and when the data came from: sittings, commits, machines, load averages at the runs' starts."""
+    sittings = [r for r in read_jsonl(os.path.join(directory, "runs.jsonl")) if r.get("kind") == "sitting"]
+    lines = ["## Sittings", ""]
+    for sitting in sittings:
+        own = [r for r in runs if r["sitting"] == sitting["sitting"]]
+        loads = [r["machine"]["loadavg"][0] for r in own]
+        lines.append(f"- {sitting['sitting']}: commit {sitting['commit']}, {sitting['machine']['cpu']} "
+                     f"(nproc {sitting['machine']['nproc']}), {len(own)} runs, 1-min load average at run starts "
+                     f"{fmt(min(loads, default=None))}-{fmt(max(loads, default=None))}; `{' '.join(sitting['argv'])}`")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Writes tables.md and the PNGs of one results directory."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("directory", help="a results directory of bench/fair_run.py")
+    parser.add_argument("--no-png", action="store_true", help="tables only (no matplotlib needed)")
+    args = parser.parse_args(argv)
+    directory = args.directory
+    scores, ends, random_score, runs, mark_s = collect(directory)
+    if not scores:
+        raise SystemExit(f"{directory}: no scores.jsonl rows of trained sides")
+    lines = [f"# Fair harness: {os.path.basename(os.path.abspath(directory))}", "",
+             "Generated by `python bench/fair_tables.py " + directory + "` from runs.jsonl and scores.jsonl; "
+             "see bench/fair_run.py and bench/fair_eval.py for the protocol.", ""]
+    ratios = ["## Ratio ours / peer (random-normalised, ratio of seed means, 95 % bootstrap interval)", "",
+              "| env | peer | metric | seeds ours/peer | ratio | 95 % interval | verdict |", "|---" * 7 + "|"]
+    for env in scores:
+        table, results = env_tables(env, scores, ends, random_score[env], runs, mark_s[env])
+        lines += table + [""]
+        ratios += ratio_lines(env, results, random_score[env])
+        if not args.no_png:
+            print("wrote", plot(env, scores, random_score[env], mark_s[env], directory), flush=True)
+    lines += ratios + [""] + machine_lines(directory, runs) + [""]
+    with open(os.path.join(directory, "tables.md"), "w", encoding="utf-8") as handle:
+        handle.write("\n".join(lines))
+    print("wrote", os.path.join(directory, "tables.md"), flush=True)
+
+
+if __name__ == "__main__":
+    main()
