@@ -73,7 +73,8 @@ def print_status(replay_address: str, health: dict[str, str], timeout_s: float, 
                   f"{(inserts1 - inserts0) / interval_s:>9.1f} {(samples1 - samples0) / interval_s:>9.1f}")
     published = reads[control_address][1][VARIABLES_TABLE].current_size
     weights = fetch_weights(control_address, timeout_s) if published else None
-    print(f"latest published train step: {weights.train_step if weights is not None else 'none yet'}")
+    signed = "" if weights is None else (" (signed with a shared key)" if weights.signature else " (unsigned)")
+    print(f"latest published train step: {weights.train_step if weights is not None else 'none yet'}{signed}")
     print_run_settings(reverb.Client(control_address), timeout_s)
     print_verdict(reverb.Client(control_address), timeout_s)
     for name, address in sorted(health.items()):

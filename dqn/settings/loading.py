@@ -21,6 +21,8 @@ from dqn.errors import BadInput
 from dqn.files import atomic_write
 
 ENV_PREFIX = "DQN_"
+#: A secret field may instead come from a file named by `DQN_<FIELD>_FILE` (where Docker and Compose mount secrets).
+SECRET_FILE_SUFFIX = "_file"
 
 
 class ConfigError(BadInput, ValueError):
@@ -36,8 +38,8 @@ def setting(default: Any, doc: str, *, ge: float | None = None, gt: float | None
             le: float | None = None, choices: Sequence[Any] | None = None, secret: bool = False) -> Any:
     """Declares a documented config field with optional bounds (`ge`, `gt`, `le`) or `choices`.
 
-    A `secret` field is read from its environment variable only and never shown: not in a config's repr, not in
-    `to_dict` (so neither in config.json nor in the run's published settings).
+    A `secret` field is read from its environment variable (or the file `DQN_<NAME>_FILE` names) only and never
+    shown: not in a config's repr, not in `to_dict` (so neither in config.json nor in the run's published settings).
     """
     metadata = {"doc": doc, "ge": ge, "gt": gt, "le": le, "choices": tuple(choices) if choices else None,
                 "secret": secret}
@@ -217,10 +219,16 @@ def resolve(config_class: type, *, flags: Mapping[str, Any] | None = None,
             raise ConfigError("", f"unknown key {key!r} in config file; known keys: {', '.join(sorted(types))}")
         if key in types:
             values[key] = _convert(key, types[key], raw)
-    for var, raw in (environ if environ is not None else os.environ).items():
+    environ = environ if environ is not None else os.environ
+    for var, raw in environ.items():
         if not var.startswith(ENV_PREFIX):
             continue
         key = var[len(ENV_PREFIX):].lower()
+        if key.endswith(SECRET_FILE_SUFFIX) and key[:-len(SECRET_FILE_SUFFIX)] in secret_fields(config_class):
+            key = key[:-len(SECRET_FILE_SUFFIX)]
+            if env_name(key) in environ:
+                raise ConfigError(key, f"is set twice, by {env_name(key)} and {var}; keep one")
+            raw = read_secret_file(key, var, raw)
         if key not in accepted:
             raise ConfigError("", f"unknown environment variable {var}; remove it or fix the spelling "
                                   f"(valid: {', '.join(env_name(k) for k in sorted(types))})")
@@ -243,6 +251,16 @@ def preset_values(name: str | None, types: Mapping[str, Any]) -> dict[str, Any]:
     if name not in PRESETS:
         raise ConfigError("preset", f"unknown preset {name!r}; valid presets: {', '.join(sorted(PRESETS))}")
     return {key: _convert(key, types[key], raw) for key, raw in PRESETS[name].items() if key in types}
+
+
+def read_secret_file(key: str, var: str, path: str) -> str:
+    """The secret `key` held in the file `path` that variable `var` names, without its trailing newline."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read().rstrip("\r\n")
+    except OSError as error:
+        raise ConfigError(key, f"cannot read the file {path!r} that {var} names ({error.strerror}); mount the "
+                               "secret there (Compose: `secrets:`, Kubernetes: a Secret volume) or unset it") from None
 
 
 def read_config_file(path: str) -> dict[str, Any]:

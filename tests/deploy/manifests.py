@@ -17,6 +17,7 @@ REPO = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = REPO / "docker-compose.yml"
 GPU_OVERRIDE = REPO / "deploy" / "compose.gpu.yml"
 SWARM_OVERRIDE = REPO / "deploy" / "swarm.yml"
+SIGNED_OVERRIDE = REPO / "deploy" / "compose.signed.yml"
 DOCKERFILE = REPO / "deploy" / "Dockerfile"
 K8S = REPO / "deploy" / "k8s"
 OVERLAYS = {"base": K8S / "base", "dev": K8S / "overlays" / "dev", "gpu": K8S / "overlays" / "gpu"}

@@ -16,6 +16,7 @@ from tests.deploy.manifests import (
     DOCKERFILE,
     GPU_OVERRIDE,
     ROLES,
+    SIGNED_OVERRIDE,
     load_compose,
     parse_duration_s,
     project_name,
@@ -37,8 +38,8 @@ def check_schema(*paths: Path) -> subprocess.CompletedProcess:
 
 
 def test_compose_files_pass_the_compose_spec_schema():
-    """docker-compose.yml and deploy/compose.gpu.yml are valid compose-spec documents."""
-    result = check_schema(COMPOSE_FILE, GPU_OVERRIDE)
+    """docker-compose.yml, deploy/compose.gpu.yml and deploy/compose.signed.yml are valid compose-spec documents."""
+    result = check_schema(COMPOSE_FILE, GPU_OVERRIDE, SIGNED_OVERRIDE)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -186,3 +187,23 @@ def test_gpu_override_changes_only_the_learner(compose):
     assert devices == [{"driver": "nvidia", "count": 1, "capabilities": ["gpu"]}]
     forbidden = {"ports", "user", "read_only", "cap_drop", "security_opt", "networks", "privileged", "cap_add"}
     assert not forbidden & set(learner), "the override must not weaken the base hardening"
+
+
+def test_signed_override_gives_the_readers_and_writers_of_control_items_the_key_from_a_secret(compose, tmp_path):
+    """deploy/compose.signed.yml: learner, actors and evaluator read the shared key from a secret file, whose path
+    resolves to the key (the variable's name is the one the settings read), and nothing else changes."""
+    override = load_compose(SIGNED_OVERRIDE)
+    assert set(override["services"]) == {"learner", "actor", "evaluator"}
+    assert override["secrets"]["dqn_shared_key"]["file"] == "${SHARED_KEY_PATH:-./dqn_shared_key}"
+    assert "dqn_shared_key" in (COMPOSE_FILE.parent / ".gitignore").read_text().splitlines()
+    key_file = tmp_path / "dqn_shared_key"
+    key_file.write_text("0123456789abcdef0123456789abcdef\n")
+    known = config_loading.known_field_names(ALL_CONFIG_CLASSES)
+    for name, service in override["services"].items():
+        assert set(service) == {"environment", "secrets"} and service["secrets"] == ["dqn_shared_key"]
+        mounted = service["environment"]["DQN_SHARED_KEY_FILE"]
+        assert mounted == "/run/secrets/dqn_shared_key"  # where Compose and Swarm mount secret `dqn_shared_key`
+        env = {**{k: str(v) for k, v in compose["services"][name]["environment"].items()},
+               "DQN_SHARED_KEY_FILE": str(key_file)}
+        config = config_loading.resolve(ROLE_CONFIGS[name], environ=env, flags={}, known_names=known)
+        assert config.shared_key == "0123456789abcdef0123456789abcdef"

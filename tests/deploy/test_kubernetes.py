@@ -253,3 +253,21 @@ def test_dev_overlay_is_small_and_single_node(rendered):
     assert one(objects, "PersistentVolumeClaim", "run-root")["spec"]["accessModes"] == ["ReadWriteOnce"]
     assert int(config_env(objects)["DQN_MAX_TRAIN_STEPS"]) < int(config_env(rendered["base"])["DQN_MAX_TRAIN_STEPS"])
     assert next(o for o in objects if o["kind"] == "Namespace")["metadata"]["name"] != "dqn"
+
+
+@pytest.mark.parametrize("overlay", sorted(OVERLAYS))
+def test_the_roles_that_sign_or_check_control_items_take_the_shared_key_from_an_optional_secret(rendered, overlay):
+    """Learner, actors and evaluator get DQN_SHARED_KEY from Secret dqn-shared-key when it exists (optional: the
+    run is unsigned without it); no other container gets it, and it is never in the ConfigMap."""
+    objects = rendered[overlay]
+    assert "DQN_SHARED_KEY" not in config_env(objects)
+    keyed = set()
+    for _, template in pod_templates(objects):
+        container = template["spec"]["containers"][0]
+        refs = [e["valueFrom"]["secretKeyRef"] for e in container.get("env", [])
+                if e["name"] == "DQN_SHARED_KEY" and "valueFrom" in e]
+        if refs:
+            assert refs == [{"name": "dqn-shared-key", "key": "key", "optional": True}]
+            keyed.add(role_of(container))
+    assert keyed == {"learner", "actor", "evaluator"}
+    assert config_loading.env_name("shared_key") == "DQN_SHARED_KEY"

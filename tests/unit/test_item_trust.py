@@ -73,6 +73,27 @@ def test_the_shared_key_is_read_from_the_environment_only_and_never_written(tmp_
     assert config_loading.resolve(LearnerConfig, environ={"DQN_SHARED_KEY": ""}).shared_key is None
 
 
+def test_the_shared_key_can_come_from_a_file_where_compose_and_docker_mount_secrets(tmp_path):
+    """DQN_SHARED_KEY_FILE names the file (its trailing newline dropped); a missing file or both variables stop the
+    role at start naming the variable, never the key."""
+    secret = tmp_path / "dqn_shared_key"
+    secret.write_text(KEY + "\n")
+    config = config_loading.resolve(LearnerConfig, environ={"DQN_SHARED_KEY_FILE": str(secret)})
+    assert config.shared_key == KEY and KEY not in repr(config)
+    with pytest.raises(ConfigError, match="DQN_SHARED_KEY_FILE") as missing:
+        config_loading.resolve(LearnerConfig, environ={"DQN_SHARED_KEY_FILE": str(tmp_path / "absent")})
+    assert "No such file" in str(missing.value)
+    with pytest.raises(ConfigError, match="set twice") as both:
+        config_loading.resolve(LearnerConfig, environ={"DQN_SHARED_KEY_FILE": str(secret), "DQN_SHARED_KEY": KEY})
+    assert KEY not in str(both.value)
+    secret.write_text("short\n")
+    with pytest.raises(ConfigError, match="at least 16 characters"):
+        config_loading.resolve(LearnerConfig, environ={"DQN_SHARED_KEY_FILE": str(secret)})
+    # Only secret settings have a file form: any other *_FILE variable is still an unknown one.
+    with pytest.raises(ConfigError, match="unknown environment variable DQN_ENV_ID_FILE"):
+        config_loading.resolve(LearnerConfig, environ={"DQN_ENV_ID_FILE": str(secret)})
+
+
 def sampled_batch(items=3, steps=2, envs=4, action=0, step_type=1, discount=1.0):
     """A sampled block-item batch [items, steps, envs] as the learner stages it (keys in its info)."""
     import tensorflow as tf
