@@ -72,11 +72,10 @@ def play(env, act, seeds: list[int], cap: int) -> tuple[list[float], list[int] |
 
     (returns, illegal actions per episode or None where the env gave no mask); `env` plays through `CountIllegal`.
     """
-    from bench.action_kinds import CountIllegal
-
-    returns, illegal = [], []
+    returns, illegal, masked = [], [], False
     for seed in seeds:
         observation, _ = env.reset(seed=seed)
+        masked = masked or env.get_wrapper_attr("legal") is not None  # both conventions give the mask at a reset
         before = illegal_so_far()
         total, steps, done = 0.0, 0, False
         while not done and steps < cap:
@@ -84,7 +83,7 @@ def play(env, act, seeds: list[int], cap: int) -> tuple[list[float], list[int] |
             total, steps, done = total + float(reward), steps + 1, terminated or truncated
         returns.append(total)
         illegal.append(illegal_so_far() - before)
-    return returns, illegal if CountIllegal.masks_seen else None
+    return returns, illegal if masked else None
 
 
 def read_marks(snapshots: str) -> list[dict]:
@@ -202,16 +201,15 @@ def random_act(env):
 
     Where the env gives a mask, uniform over the actions it allows; a MultiDiscrete env draws each dimension.
     """
-    from bench.action_kinds import CountIllegal, legal_actions
-
     generators: dict[int, np.random.Generator] = {}
 
     def act(_observation, seed: int):
         generator = generators.setdefault(seed, np.random.default_rng(seed))
         if isinstance(env.action_space, gym.spaces.MultiDiscrete):
             return generator.integers(env.action_space.nvec)
-        if CountIllegal.masks_seen:
-            return int(generator.choice(np.flatnonzero(legal_actions(env))))
+        legal = env.get_wrapper_attr("legal")
+        if legal is not None:
+            return int(generator.choice(np.flatnonzero(legal)))
         return int(generator.integers(env.action_space.n))
 
     return act

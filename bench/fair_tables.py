@@ -11,10 +11,10 @@ there are >= 5 seeds, the illegal actions per episode at the last mark where the
 seeds), the median CPU-seconds, env steps and train steps of the runs, and for each service side (ours,
 ours-unmasked) its own evaluator's best re-checked score (the kept policy's re-check), the kept, exported policy
 replayed on the shared episodes (with its illegal actions per episode), and the score of its last weights at the
-run's own end. The ratio ours/peer, for every other side of the env (ours-unmasked included: what honouring the
-mask is worth), is taken on random-normalised scores (score - random play's), as the ratio of the seed means with a
-95 % bootstrap interval (seeds of each side resampled apart); an interval that crosses 1 is reported as level. Each
-(sitting, seed) is one sample: a second sitting adds seeds, it never replaces the first.
+run's own end (with theirs). The ratio ours/peer, for every other side of the env (ours-unmasked included: what
+honouring the mask is worth), is taken on random-normalised scores (score - random play's), as the ratio of the seed
+means with a 95 % bootstrap interval (seeds of each side resampled apart); an interval that crosses 1 is reported as
+level. Each (sitting, seed) is one sample: a second sitting adds seeds, it never replaces the first.
 """
 
 from __future__ import annotations
@@ -111,7 +111,7 @@ def collect(directory: str):
             at_marks[(env, row["side"], key)][row["mark"]] = per_episode(row)
         value = float(np.mean(row["returns"])) if row["returns"] else random_score[env]
         if row.get("run_end"):
-            ends[env][row["side"]][key] = (value, row["at_s"], row.get("train_step"))
+            ends[env][row["side"]][key] = (value, row["at_s"], per_episode(row))
         else:
             scores[env][row["side"]][key][row["mark"]] = value
             mark_s[env][row["mark"]] = row["mark_s"]
@@ -180,6 +180,9 @@ def env_tables(env: str, scores, ends, random_score: float, runs: list[dict], ma
             if end_values:
                 end = (f"{cell([v for v, _, _ in end_values])} at "
                        f"{statistics.median([at for _, at, _ in end_values]):.0f} s")
+                end_illegal = [count for _, _, count in end_values if count is not None]
+                if end_illegal:
+                    end += f", illegal actions per episode {statistics.median(end_illegal):.2f}"
         below = "yes" if finals[side] and statistics.median(finals[side]) < random_score else "no"
         counts = list(illegal[side].values())
         illegal_cell = fmt(statistics.median(counts), 2) if counts else "-"
