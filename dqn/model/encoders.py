@@ -79,8 +79,10 @@ def conv_misfit(shape: tuple, layers) -> str | None:
 
 
 def one_hot_depth(spec) -> int | None:
-    """Indices per element for a one-hot part (integer: rank 0 with 3..MAX_ONE_HOT_SCALAR values, rank 1 with
-    3..MAX_ONE_HOT per element), else None."""
+    """Indices per element for a one-hot part, else None.
+
+    Integer parts only: rank 0 with 3..MAX_ONE_HOT_SCALAR values, rank 1 with 3..MAX_ONE_HOT values per element.
+    """
     if not np.issubdtype(_dtype(spec), np.integer) or len(spec.shape) > 1:
         return None
     low, high = np.asarray(spec.minimum, np.int64), np.asarray(spec.maximum, np.int64)
