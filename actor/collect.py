@@ -97,6 +97,10 @@ class Actor:
         self.policy = builder.make_collect_policy(config.num_envs, self.seed,
                                                   q_values=self.initial_priorities is not None)
         self.warmup_policy = builder.make_warmup_policy(config.num_envs, self.seed)
+        # The run's actions and masks: every action taken is checked against the mask it was chosen under.
+        self.valid = builder.agent.valid_actions
+        self.checks_actions = self.valid.masked or self.valid.padding is not None
+        self.illegal_actions = 0
         self.puller = WeightsPuller(config.control_address_resolved(), config.rpc_timeout_s, key=config.shared_key)
         self.summary_dir = config.path(actor_dir(config.actor_id))
         self.summary_writer = tf.summary.create_file_writer(self.summary_dir)
@@ -163,6 +167,9 @@ class Actor:
         policy = self.warmup_policy if warming_up else self.policy
         self.laps.start()
         action, q_values = policy.actions(self.time_step)
+        mask = self.valid.mask(self.time_step.observation) if self.checks_actions else None
+        if mask is not None:
+            self.illegal_actions += self.valid.illegal(action, mask)
         self.laps.lap("policy_s")
         self._wait_for_replay()
         self.laps.lap("held_s")
@@ -171,7 +178,9 @@ class Actor:
         faulted = self.env.faulted
         priorities = None
         if self.initial_priorities is not None:
-            priorities = self.initial_priorities.closing(q_values)
+            # The Q-values are of this step's observation: the max that closes the transition into it is over the
+            # actions valid there.
+            priorities = self.initial_priorities.closing(q_values, mask)
             # Envs whose previous env step faulted wrote that transition masked (its first step made LAST): it
             # adds nothing to its block's priority.
             priorities[self._previous_step_faulted] = 0.0
@@ -198,6 +207,7 @@ class Actor:
                    "actor/policy_lag_at_refresh": self.policy_lag,
                    "actor/episodes": self.stats.episodes,
                    "actor/env_restarts": self.env.restarts,
+                   "actor/illegal_actions": self.illegal_actions,
                    "actor/throttled_seconds": self.throttled_s,
                    "actor/refused_weights": self.puller.refused.count}
         if self.stats.recent_returns:
@@ -207,9 +217,9 @@ class Actor:
         try_write("summaries", self.scalars.write, self.env_steps, scalars)  # one graph call
         try_write("progress file", write_progress, self.summary_dir, env_steps=self.env_steps,
                   env_steps_per_sec=rate, episodes=self.stats.episodes, env_restarts=self.env.restarts,
-                  weights_train_step=self.weights_step, items=self.writer.items_created,
-                  epsilon=scalars["actor/epsilon"], refused_weights=self.puller.refused.count,
-                  status=self.status)
+                  illegal_actions=self.illegal_actions, weights_train_step=self.weights_step,
+                  items=self.writer.items_created, epsilon=scalars["actor/epsilon"],
+                  refused_weights=self.puller.refused.count, status=self.status)
 
     def run(self, beat=lambda: None) -> None:
         """Collects until a stop signal or max_env_steps; calls `beat()` on every pass (the health heartbeat)."""

@@ -3,6 +3,8 @@
 For env i's transition t -> t + 1 (reward r, discount d): δ = r + γ·d·max_a Q(s_{t+1}, a) − Q(s_t, a_t). The
 actor computes Q(s_{t+1}) anyway to choose a_{t+1}, so the priority of the item that step t + 1 completes
 costs one gather and one max per env, scaled like the learner's updates (dqn/replay_layout/priority_scale.py).
+For a branching Q-network (vector actions) it is the learner's own TD error: the target takes the mean over
+dimensions of each one's max, and the priority is the mean over dimensions of |target - Q_d(s_t, a_d)|.
 """
 
 from __future__ import annotations
@@ -33,7 +35,12 @@ class InitialPriorities:
         """
         if q_values is None or self._q_taken is None:
             return np.ones(self._num_envs, dtype=np.float32)
-        target = self._reward + self._gamma * self._discount * max_q_values(q_values, mask)
+        best = max_q_values(q_values, mask)
+        if best.ndim > 1:  # branching: per dimension
+            best = best.mean(axis=1)
+        target = self._reward + self._gamma * self._discount * best
+        if self._q_taken.ndim > 1:
+            return self._scale(np.abs(target[:, None] - self._q_taken).mean(axis=1)).astype(np.float32)
         return self._scale(target - self._q_taken).astype(np.float32)
 
     def taken(self, q_values: np.ndarray | None, action: np.ndarray, reward: np.ndarray,

@@ -10,7 +10,8 @@ For each num_envs, side by side in one run against one real replay server (no le
            on one GymnasiumEnvironment: items landing in the table per second
 
 Run: python bench/actor_throughput.py [--seconds 5] [--num-envs 16,32,64,128] [--envs-per-item 16]
-     [--observation-history N]
+     [--observation-history N] [--env-id ID --action-mask info|none]
+     (the cost of a mask of valid actions: --env-id bench.masked_envs:MaskedCartPole-v0 with info against none)
 """
 
 from __future__ import annotations
@@ -57,9 +58,10 @@ def ceiling(env_id: str, num_envs: int, seconds: float) -> float:
                        vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.NEXT_STEP})
     env.reset(seed=0)
     rng = np.random.default_rng(0)
+    num_actions = int(env.single_action_space.n)
     steps, start = 0, time.perf_counter()
     while time.perf_counter() - start < seconds:
-        env.step(rng.integers(0, 2, size=num_envs))
+        env.step(rng.integers(0, num_actions, size=num_envs))
         steps += num_envs
     elapsed = time.perf_counter() - start
     env.close()
@@ -124,6 +126,9 @@ def main() -> None:
                              "Ape-X's actor-side priorities)")
     parser.add_argument("--observation-history", type=int, default=1,
                         help="the service's --observation-history: the cost of stacking observations")
+    parser.add_argument("--env-id", default="CartPole-v1", help="a Discrete env of two actions")
+    parser.add_argument("--action-mask", default="none", choices=("info", "observation", "none"),
+                        help="the service's --action-mask: the cost of a mask of valid actions")
     args = parser.parse_args()
 
     import reverb
@@ -143,17 +148,19 @@ def main() -> None:
     variant = ("--prioritized-replay", "true", "--initial-priority", "td_error") if args.td_error_priorities else ()
     layout = ("--envs-per-item", str(args.envs_per_item), "--replay-min-size", str(args.envs_per_item))
     history = ("--observation-history", str(args.observation_history))
-    with replay_server("--replay-max-size", "1000000", *layout, *variant, *history) as (address, _):
+    env = ("--env-id", args.env_id, "--action-mask", args.action_mask)
+    with replay_server("--replay-max-size", "1000000", *layout, *variant, *history, *env) as (address, _):
         client = reverb.Client(address)
         base = ActorConfig(root_dir=root, replay_address=address, warmup_steps=0, summary_interval_s=5.0,
                            prioritized_replay=args.td_error_priorities, envs_per_item=args.envs_per_item,
                            replay_min_size=args.envs_per_item,
                            initial_priority="td_error" if args.td_error_priorities else "max",
-                           observation_history=args.observation_history)
+                           observation_history=args.observation_history, env_id=args.env_id,
+                           action_mask=args.action_mask)
         builder = resolved_builder(base)
         base, bundle = builder.config, builder.agent  # auto settings decided once, as a run decides them
         publish_weights(client, [v.numpy() for v in bundle.policy_variables], train_step=0)
-        stock_env = GymnasiumEnvironment(base.env_id, seed=0)
+        stock_env = GymnasiumEnvironment(base.env_id, seed=0, options=builder.env_options)
         stock_policy = py_tf_eager_policy.PyTFEagerPolicy(bundle.agent.collect_policy, use_tf_function=True)
         print(f"{base.env_id}, Q-network {base.fc_layer_params}, {args.seconds:.0f} s per figure, "
               f"replay server at {address} (no learner, no rate limiter), {args.envs_per_item} env(s) per item")

@@ -64,7 +64,9 @@ def fill_replay(address: str, num_transitions: int, num_envs: int = 16, env_id: 
     envs = ItemShape.from_config(CommonConfig()).envs_per_item if envs_per_item is None else envs_per_item
     env = GymnasiumVectorEnvironment(env_id, num_envs, seed=seed, options=options)
     client = reverb.Client(address)
-    streams = BlockStreams(client, num_envs, envs) if envs > 1 else TrajectoryStreams(client, num_envs)
+    spec = env.observation_spec()  # its parts are columns of their own (a Dict with a mask of valid actions)
+    streams = BlockStreams(client, num_envs, envs, observation_spec=spec) if envs > 1 else \
+        TrajectoryStreams(client, num_envs, observation_spec=spec)
     rng = np.random.default_rng(seed)
     num_actions = int(env.action_spec().maximum) + 1
     time_step, start = env.reset(), time.perf_counter()

@@ -3,21 +3,32 @@
 One process per side and run, started by bench/fair_run.py after the run's training has ended (so it never competes
 with training for the cores). Every side plays the same episode loop (`play`): one env per episode, reset with one
 seed of `eval_seeds(n)` (the same list for every side, snapshot and sitting, far from any training seed), the greedy
-action of the snapshot's Q-network at every step, to the env's registered episode limit (`episode_cap`). The
-`random` side plays uniformly random actions on the same seeds: the baseline that says "below random play". The
-`ours-kept` side replays the policy a service run kept and exported (its user's policy) on the same seeds.
+action of the snapshot's policy at every step, to the env's registered episode limit (`episode_cap`). The `random`
+side plays uniformly random actions on the same seeds (uniform over the valid ones where the env gives a mask): the
+baseline that says "below random play". The `ours-kept` side replays the policy a service run kept and exported
+(its user's policy) on the same seeds.
 
     python bench/fair_eval.py --side ours --env-id CartPole-v1 --snapshots SNAP --run-dir ROOT --out scores.jsonl
     peers-venv/bin/python bench/fair_eval.py --side sb3 --env-id CartPole-v1 --snapshots SNAP --out scores.jsonl
+    peers-venv/bin/python bench/fair_eval.py --side maskable-ppo --env-id Taxi-v4 --snapshots SNAP --out scores.jsonl
     python bench/fair_eval.py --side random --env-id CartPole-v1 --out scores.jsonl
     python bench/fair_eval.py --side ours-kept --env-id CartPole-v1 --run-dir ROOT --out scores.jsonl
 
 `ours` builds the Q-network from the run's recorded `<ROOT>/config.json` with the product code (`resolved_builder`,
-the evaluator's greedy-policy network, `dqn.model.actions.greedy_actions`) and makes the env as the run's evaluator
-does (`make_gym_env` with the run's evaluation options); `sb3` loads each `q_net` state into SB3's own DQN policy and
-acts with `predict(deterministic=True)`. Only numpy and gymnasium are imported at the top, so the same file runs
-under the service's virtualenv and the peer's. Appends one JSON line per snapshot to --out: the per-episode returns,
-the snapshot's mark, train step and env steps, and `--context` (a JSON object: env, sitting, seed, ...).
+the evaluator's greedy-policy network, the run's `ValidActions`: greedy among the actions its mask allows, where the
+run reads one) and makes the env as the run's evaluator does (its evaluation options and wrappers); `sb3` loads each
+`q_net` state into SB3's own DQN policy (over `FlatActions` for the flat side) and acts with
+`predict(deterministic=True)`; `maskable-ppo` loads each policy state into MaskablePPO and acts with
+`predict(deterministic=True, action_masks=...)` given the env's current mask. Only numpy and gymnasium are imported
+at the top, so the same file runs under the service's virtualenv and the peer's.
+
+Illegal actions: every side plays through bench/action_kinds.py's `CountIllegal`, beneath its own wrappers, which
+counts the actions the env's own mask forbade (Taxi allows them; Connect Four ends the game on one). Each row holds
+`illegal_actions`, one count per episode, None where the env gives no mask. The kept policy is replayed by the
+product through an id whose envs are counted the same way.
+
+Appends one JSON line per snapshot to --out: the per-episode returns, the snapshot's mark, train step and env steps,
+and `--context` (a JSON object: env, sitting, seed, side, ...).
 """
 
 from __future__ import annotations
@@ -44,20 +55,35 @@ def eval_seeds(episodes: int = EPISODES) -> list[int]:
 
 def episode_cap(env_id: str) -> int:
     """The env's registered episode limit (what `gym.make` enforces for every side), 10,000 where it has none."""
-    return gym.spec(env_id).max_episode_steps or 10_000
+    from bench.action_kinds import bare_id
+
+    return gym.spec(bare_id(env_id)).max_episode_steps or 10_000
 
 
-def play(env, act, seeds: list[int], cap: int) -> list[float]:
-    """One episode per seed (env reset with it), actions from `act(observation, seed)`; the returns."""
-    returns = []
+def illegal_so_far() -> int:
+    """Illegal actions counted in this process so far (bench/action_kinds.py's `CountIllegal`)."""
+    from bench.action_kinds import CountIllegal
+
+    return CountIllegal.illegal_total
+
+
+def play(env, act, seeds: list[int], cap: int) -> tuple[list[float], list[int] | None]:
+    """One episode per seed (env reset with it), actions from `act(observation, seed)`.
+
+    (returns, illegal actions per episode or None where the env gave no mask); `env` plays through `CountIllegal`.
+    """
+    returns, illegal, masked = [], [], False
     for seed in seeds:
         observation, _ = env.reset(seed=seed)
+        masked = masked or env.get_wrapper_attr("legal") is not None  # both conventions give the mask at a reset
+        before = illegal_so_far()
         total, steps, done = 0.0, 0, False
         while not done and steps < cap:
             observation, reward, terminated, truncated, _ = env.step(act(observation, seed))
             total, steps, done = total + float(reward), steps + 1, terminated or truncated
         returns.append(total)
-    return returns
+        illegal.append(illegal_so_far() - before)
+    return returns, illegal if masked else None
 
 
 def read_marks(snapshots: str) -> list[dict]:
@@ -67,9 +93,14 @@ def read_marks(snapshots: str) -> list[dict]:
 
 
 def ours_policy(run_dir: str):
-    """(env, load(mark) -> act) for the service's run: its recorded settings, its evaluation env and Q-network."""
-    from dqn.envs.making import EnvOptions, make_gym_env
-    from dqn.model.actions import greedy_actions
+    """(env, load(mark) -> act) for the service's run: its recorded settings, its evaluation env and Q-network.
+
+    The env is made as `make_gym_env` makes it (gym.make, then the run's wrappers), with `CountIllegal` between
+    the two; actions are the greedy ones among those the run's mask allows (`ValidActions`, as its evaluator).
+    """
+    from bench.action_kinds import CountIllegal
+    from dqn.envs.making import env_wrappers, gym_make_kwargs
+    from dqn.envs.spaces import observation_converter
     from dqn.resolve import resolved_builder
     from dqn.settings.config import CommonConfig, LocalConfig
     from dqn.settings.loading import known_field_names, read_config_file, resolve
@@ -77,61 +108,108 @@ def ours_policy(run_dir: str):
     config = resolve(CommonConfig, environ={}, file_values=read_config_file(os.path.join(run_dir, "config.json")),
                      known_names=known_field_names([LocalConfig]))
     builder = resolved_builder(config)
-    network = builder.make_evaluation_policy()
+    network, valid = builder.make_evaluation_policy(), builder.agent.valid_actions
     if not hasattr(network, "q_values"):
         raise SystemExit("fair_eval: recurrent Q-networks (lstm_size) are not supported by this harness")
-    env = make_gym_env(config.env_id, EnvOptions.from_config(config).for_evaluation())
+    options = builder.env_options.for_evaluation()
+    env = CountIllegal(gym.make(config.env_id, **gym_make_kwargs(config.env_id, options, {})))
+    for wrapper in env_wrappers(config.env_id, options):
+        env = wrapper(env)
+    convert = observation_converter(builder.observation_spec)  # the dtypes the vector env hands the policy
+
+    def batch(observation):
+        if isinstance(observation, dict):
+            return convert({key: np.asarray(part)[None] for key, part in observation.items()})
+        return convert(np.asarray(observation)[None])
+
+    def act(observation, _seed):
+        observation = batch(observation)
+        return valid.greedy(network.q_values(valid.network_observation(observation)), valid.mask(observation))[0]
 
     def load(record: dict, snapshots: str):
         with np.load(os.path.join(snapshots, record["file"])) as saved:
             network.set_weights([saved[f"v{index}"] for index in range(len(saved.files))])
-        return lambda observation, _seed: int(greedy_actions(network.q_values(np.asarray(observation)[None]))[0])
+        return act
 
     return env, load
 
 
 def sb3_policy(env_id: str, snapshots: str):
-    """(env, load(mark) -> act) for an SB3 run: its recipe's network, each snapshot's q_net state, greedy predict."""
+    """(env, load(mark) -> act) for an SB3 run: its recipe's network and env, each snapshot's weights, greedy predict.
+
+    DQN (flat or not): the q_net state; MaskablePPO: the policy's state, predicting among the env's valid actions.
+    """
     import torch
-    from stable_baselines3 import DQN
+
+    from bench.action_kinds import legal_actions, peer_env
 
     torch.set_num_threads(1)
     with open(os.path.join(snapshots, "recipe.json"), encoding="utf-8") as handle:
         recipe = json.load(handle)
-    env = gym.make(env_id)
-    model = DQN(recipe["policy"], env, policy_kwargs=recipe.get("policy_kwargs"), buffer_size=1, device="cpu")
+    algo = recipe.get("algo", "dqn")
+    env = peer_env(env_id, algo)
+    if algo == "maskable-ppo":
+        from sb3_contrib import MaskablePPO
+
+        model = MaskablePPO(recipe["policy"], env, policy_kwargs=recipe.get("policy_kwargs"), device="cpu")
+        module = model.policy
+    else:
+        from stable_baselines3 import DQN
+
+        model = DQN(recipe["policy"], env, policy_kwargs=recipe.get("policy_kwargs"), buffer_size=1, device="cpu")
+        module = model.q_net
+
+    def act(observation, _seed):
+        if algo == "maskable-ppo":
+            return int(model.predict(observation, deterministic=True, action_masks=legal_actions(env))[0])
+        return int(model.predict(observation, deterministic=True)[0])
 
     def load(record: dict, directory: str):
-        model.q_net.load_state_dict(torch.load(os.path.join(directory, record["file"]), weights_only=True))
-        model.q_net_target.load_state_dict(model.q_net.state_dict())
-        return lambda observation, _seed: int(model.predict(observation, deterministic=True)[0])
+        module.load_state_dict(torch.load(os.path.join(directory, record["file"]), weights_only=True))
+        if algo != "maskable-ppo":
+            model.q_net_target.load_state_dict(model.q_net.state_dict())
+        return act
 
     return env, load
 
 
-def kept_policy_returns(run_dir: str, seeds: list[int]) -> list[float] | None:
-    """The returns of the policy the service's run kept and exported (what its user gets), on the shared seeds.
+def kept_policy_returns(run_dir: str, seeds: list[int]) -> tuple[list[float] | None, int | None]:
+    """(returns, illegal actions in all) of the policy a service run kept and exported, on the shared seeds.
 
-    The product's replay of an exported policy (`play_exported_policy`: env i reset with seed + i, so the same
-    episodes as `play`); None where the run exported none.
+    What its user gets. The product's replay of an exported policy (`play_exported_policy`: env i reset with
+    seed + i, so the same episodes as `play`), its envs made from an id that counts illegal actions as `play` does
+    (Atari ids as they are: their wrappers go by the id); (None, None) where the run exported none.
     """
+    from bench.action_kinds import CountIllegal, counted_id
+    from dqn.envs.atari import is_atari
     from dqn.model.policy_export import play_exported_policy, run_env_options
 
     policy_dir = os.path.join(run_dir, "evaluator", "best_policy")
     if not os.path.isdir(policy_dir):
-        return None
+        return None, None
     env_id, options = run_env_options(policy_dir)
     if seeds != list(range(seeds[0], seeds[0] + len(seeds))):
         raise ValueError("the kept policy is replayed on consecutive seeds only")
-    return [float(value) for value in play_exported_policy(policy_dir, env_id, len(seeds), seeds[0], options)]
+    before = illegal_so_far()
+    played = env_id if is_atari(env_id) else counted_id(env_id)
+    returns, _ = play_exported_policy(policy_dir, played, len(seeds), seeds[0], options)
+    return [float(value) for value in returns], illegal_so_far() - before if CountIllegal.masks_seen else None
 
 
 def random_act(env):
-    """Uniformly random actions, drawn from a generator seeded by the episode's seed (the same draws every time)."""
+    """Uniformly random actions, drawn from a generator seeded by the episode's seed (the same draws every time).
+
+    Where the env gives a mask, uniform over the actions it allows; a MultiDiscrete env draws each dimension.
+    """
     generators: dict[int, np.random.Generator] = {}
 
-    def act(_observation, seed: int) -> int:
+    def act(_observation, seed: int):
         generator = generators.setdefault(seed, np.random.default_rng(seed))
+        if isinstance(env.action_space, gym.spaces.MultiDiscrete):
+            return generator.integers(env.action_space.nvec)
+        legal = env.get_wrapper_attr("legal")
+        if legal is not None:
+            return int(generator.choice(np.flatnonzero(legal)))
         return int(generator.integers(env.action_space.n))
 
     return act
@@ -140,7 +218,7 @@ def random_act(env):
 def main(argv: list[str] | None = None) -> None:
     """Scores every snapshot (or random play) and appends the rows to --out."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--side", required=True, choices=("ours", "ours-kept", "sb3", "random"))
+    parser.add_argument("--side", required=True, choices=("ours", "ours-kept", "sb3", "maskable-ppo", "random"))
     parser.add_argument("--env-id", required=True)
     parser.add_argument("--snapshots", help="the run's snapshot directory (marks.jsonl and the weights files)")
     parser.add_argument("--run-dir", help="ours: the run's --root-dir (its recorded config.json)")
@@ -148,7 +226,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--context", default="{}", help="JSON object added to every row")
     parser.add_argument("--out", required=True, help="JSON lines file to append the rows to")
     args = parser.parse_args(argv)
-    if args.side in ("ours", "sb3") and not args.snapshots:
+    if args.side in ("ours", "sb3", "maskable-ppo") and not args.snapshots:
         parser.error(f"--snapshots is required for --side {args.side}")
     if args.side in ("ours", "ours-kept") and not args.run_dir:
         parser.error(f"--run-dir is required for --side {args.side} (its config.json, its kept policy)")
@@ -157,11 +235,15 @@ def main(argv: list[str] | None = None) -> None:
             "eval_episodes": len(seeds), "episode_cap": cap, **json.loads(args.context)}
     rows = []
     if args.side == "random":
-        env = gym.make(args.env_id)
-        rows.append({**base, "returns": play(env, random_act(env), seeds, cap)})
+        from bench.action_kinds import CountIllegal
+
+        env = CountIllegal(gym.make(args.env_id))
+        returns, illegal = play(env, random_act(env), seeds, cap)
+        rows.append({**base, "returns": returns, "illegal_actions": illegal})
         env.close()
     elif args.side == "ours-kept":
-        rows.append({**base, "returns": kept_policy_returns(args.run_dir, seeds)})
+        returns, illegal = kept_policy_returns(args.run_dir, seeds)
+        rows.append({**base, "returns": returns, "illegal_actions_total": illegal})
     else:
         env, load = ours_policy(args.run_dir) if args.side == "ours" else sb3_policy(args.env_id, args.snapshots)
         for record in read_marks(args.snapshots):
@@ -169,9 +251,9 @@ def main(argv: list[str] | None = None) -> None:
                 rows.append({**base, **record, "returns": None})
                 continue
             started = time.perf_counter()
-            returns = play(env, load(record, args.snapshots), seeds, cap)
+            returns, illegal = play(env, load(record, args.snapshots), seeds, cap)
             rows.append({**base, **{k: v for k, v in record.items() if k != "file"}, "returns": returns,
-                         "eval_s": round(time.perf_counter() - started, 2)})
+                         "illegal_actions": illegal, "eval_s": round(time.perf_counter() - started, 2)})
             print(f"{args.side} mark {record['mark_s']} s: train step {record['train_step']}, mean return "
                   f"{np.mean(returns):.1f}", flush=True)
         env.close()

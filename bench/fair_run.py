@@ -1,18 +1,24 @@
-"""The fair harness: ours and Stable-Baselines3 DQN trained one after another, snapshotted at the same wall-clock marks.
+"""The fair harness: ours and its peers trained one after another, snapshotted at the same wall-clock marks.
 
-Sides: `ours` is `dqn-service local --env-id E --seed S --max-wall-time-s B --root-dir <fresh>`, as a user runs it
-(defaults: its own re-check, reset rule and stop at the env's reward threshold); `sb3` is SB3 DQN with the
-rl-baselines3-zoo recipe (bench/peers/sb3_snapshots.py); `sb3-scaled` is that recipe with n_timesteps set to the env
-steps `sb3` reached in this sitting for the same env and seed (so `sb3` runs first for a seed). Per seed the order of
-the sides rotates; there is never more than one training at a time.
+Sides (bench/fair_sides.py): `ours` is `dqn-service local --env-id E --seed S --max-wall-time-s B --root-dir <fresh>`,
+as a user runs it (defaults: its own re-check, reset rule and stop at the env's reward threshold; a mask of valid
+actions found without flags); `ours-unmasked` adds `--action-mask none`. The peers run under the peer virtualenv
+(bench/peers/sb3_snapshots.py, which says where each one's settings come from): `sb3` is SB3 DQN with the
+rl-baselines3-zoo recipe; `sb3-scaled` is that recipe with n_timesteps set to the env steps `sb3` reached in this
+sitting for the same env and seed (so `sb3` runs first for a seed); `maskable-ppo` is sb3-contrib's MaskablePPO with
+its library defaults; `sb3-dqn-flat` is SB3 DQN on a MultiDiscrete env's combinations as one Discrete space. Each
+env gets the sides of its kind unless --sides names them: a masked env (Taxi-v4, Connect Four) ours, ours-unmasked
+and maskable-ppo; a multi-discrete one ours and sb3-dqn-flat; any other ours, sb3 and sb3-scaled. Per seed `ours`
+runs first, second, ... and last in turn; there is never more than one training at a time.
 
-Every clock starts at Popen (start-up and imports count). Marks are every budget/10 s. The SB3 process saves its q_net
-at each mark itself; for ours this process reads the latest weights the learner published to the replay server's
-`variables` table (the product's `WeightsPuller`, polled every 0.5 s) and saves them at each mark with their train
-step and the actors' env steps (progress files). A run that stops before a mark (ours stops when it solves) leaves
-its last weights for the later marks, marked `after_end`. After each training, bench/fair_eval.py scores every
-snapshot in its own process (under the side's python), and the policy an `ours` run kept and exported; random play
-is scored once per env and sitting.
+Every clock starts at Popen (start-up and imports count). Marks are every budget/10 s. A peer's process saves its
+policy at each mark itself; for a service run this process reads the latest weights the learner published to the
+replay server's `variables` table (the product's `WeightsPuller`, polled every 0.5 s) and saves them at each mark
+with their train step and the actors' env steps (progress files). A run that stops before a mark (ours stops when it
+solves) leaves its last weights for the later marks, marked `after_end`. After each training, bench/fair_eval.py
+scores every snapshot in its own process (under the side's python), and the policy a service run kept and exported
+(`<side>-kept`); random play is scored once per env and sitting. Each score row counts the illegal actions taken
+where the env gives a mask.
 
 CPU-seconds: this process is the child subreaper (prctl PR_SET_CHILD_SUBREAPER), so every process of a run, forked
 roles included, is reaped here once it ends; the run's CPU is the delta of getrusage(RUSAGE_CHILDREN) around it (its
@@ -20,6 +26,13 @@ whole waited-for process tree). This process's own polling is reported apart (`h
 
     python bench/fair_run.py --envs CartPole-v1 --budget-s 60 --seeds 1 2 3 4 5 \
         --peer-python /work/peers-venv/bin/python --out bench/results/2026-11-27-fair-classic
+
+The action kinds (bench/action_kinds.py; the peer virtualenv also needs `sb3-contrib==2.9.2 pettingzoo==1.27.0
+box2d==2.3.10`, the service's the box2d and bench-envs extras):
+
+    python bench/fair_run.py --envs Taxi-v4 bench.action_kinds:ConnectFourVsRandom-v0 \
+        bench.action_kinds:MultiDiscreteLunarLander-v3 --seeds 1 2 3 4 5 \
+        --peer-python /work/peers-venv/bin/python --out bench/results/DATE-fair-actions
 
 Appends to <out>/runs.jsonl (one row per training run, plus one `sitting` row) and <out>/scores.jsonl (one row per
 env, side, seed and mark: the per-episode returns); never rewrites. Tables: bench/fair_tables.py. Runs of a sitting
@@ -46,10 +59,18 @@ sys.path.insert(0, REPO)
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from bench.common import cpu_name  # noqa: E402
+from bench.fair_sides import (  # noqa: E402
+    KIND_SIDES,
+    OURS_FLAGS,
+    PEER_ALGOS,
+    SIDES,
+    env_kind,
+    evaluator_side,
+    kept_side,
+    misfit,
+    side_order,
+)
 
-SIDES = ("ours", "sb3", "sb3-scaled")
-#: Per seed, the side order: `ours` first, second and last in turn; `sb3` always before `sb3-scaled` (which needs it).
-ORDERS = (("ours", "sb3", "sb3-scaled"), ("sb3", "ours", "sb3-scaled"), ("sb3", "sb3-scaled", "ours"))
 PR_SET_CHILD_SUBREAPER = 36
 SUMMARY_PREFIX = "summary: "
 
@@ -211,12 +232,12 @@ def kept_recheck(root: str) -> dict | None:
 
 
 def run_sb3(env_id: str, seed: int, budget_s: float, marks: list[float], snapshots: str, python: str,
-            scaled_timesteps: int | None) -> dict:
-    """One SB3 run under the peer's python (bench/peers/sb3_snapshots.py)."""
+            scaled_timesteps: int | None, algo: str = "dqn") -> dict:
+    """One peer run under the peer's python (bench/peers/sb3_snapshots.py)."""
     started = time.time()
-    command = [python, os.path.join(REPO, "bench", "peers", "sb3_snapshots.py"), "--env-id", env_id, "--seed",
-               str(seed), "--budget-s", f"{budget_s:g}", "--started-epoch", f"{started:.3f}", "--snapshots",
-               snapshots, "--marks", *[f"{m:g}" for m in marks]]
+    command = [python, os.path.join(REPO, "bench", "peers", "sb3_snapshots.py"), "--env-id", env_id, "--algo", algo,
+               "--seed", str(seed), "--budget-s", f"{budget_s:g}", "--started-epoch", f"{started:.3f}",
+               "--snapshots", snapshots, "--marks", *[f"{m:g}" for m in marks]]
     if scaled_timesteps:
         command += ["--scaled-timesteps", str(scaled_timesteps)]
     cpu_before = children_cpu()
@@ -235,7 +256,7 @@ def evaluate(side: str, env_id: str, python: str, snapshots: str | None, root: s
              out: str, episodes: int) -> dict:
     """bench/fair_eval.py in its own process; its exit code and CPU-seconds."""
     command = [python, os.path.join(REPO, "bench", "fair_eval.py"), "--side",
-               side if side in ("random", "ours", "ours-kept") else "sb3", "--env-id", env_id, "--episodes",
+               side if side in ("random", "ours-kept") else evaluator_side(side), "--env-id", env_id, "--episodes",
                str(episodes), "--context", json.dumps(context), "--out", out]
     command += ["--snapshots", snapshots] if snapshots else []
     command += ["--run-dir", root] if root else []
@@ -257,29 +278,46 @@ def backfill_kept(out: str, episodes: int) -> int:
     """Scores the kept policy of every ours run in `out` that has no ours-kept row yet (runs of an older harness)."""
     runs_path, scores_path = os.path.join(out, "runs.jsonl"), os.path.join(out, "scores.jsonl")
     with open(scores_path, encoding="utf-8") as handle:
-        done = {(r["sitting"], r["env_id"], r["seed"]) for r in map(json.loads, handle) if r["side"] == "ours-kept"}
+        done = {(r["sitting"], r["env_id"], r["seed"], r["side"]) for r in map(json.loads, handle)
+                if r["side"].endswith("-kept")}
     failed = 0
     with open(runs_path, encoding="utf-8") as handle:
-        runs = [r for r in map(json.loads, handle) if r.get("kind") == "run" and r["side"] == "ours"]
+        runs = [r for r in map(json.loads, handle) if r.get("kind") == "run" and r["side"] in OURS_FLAGS]
     for run in runs:
-        if (run["sitting"], run["env_id"], run["seed"]) in done or not os.path.isdir(run.get("root", "")):
+        kept = kept_side(run["side"])
+        if (run["sitting"], run["env_id"], run["seed"], kept) in done or not os.path.isdir(run.get("root", "")):
             continue
-        context = {key: run[key] for key in ("sitting", "env_id", "budget_s", "seed")}
+        context = {**{key: run[key] for key in ("sitting", "env_id", "budget_s", "seed")}, "side": kept}
         failed += evaluate("ours-kept", run["env_id"], sys.executable, None, run["root"], context, scores_path,
                            episodes)["eval_exit_code"] != 0
     return failed
+
+
+def env_sides(envs: list[str], sides: list[str] | None) -> dict[str, list[str]] | str:
+    """Each env's sides (--sides, or its kind's), or why some side cannot run on some env."""
+    chosen = {}
+    for env_id in envs:
+        kind = env_kind(env_id)
+        own = [side for side in SIDES if side in (sides or KIND_SIDES[kind])]
+        problems = [f"{env_id}: {problem}" for problem in map(lambda side: misfit(side, kind), own) if problem]
+        if problems:
+            return "; ".join(problems)
+        if "sb3-scaled" in own and "sb3" not in own:
+            return f"{env_id}: sb3-scaled needs sb3 in the same sitting (its n_timesteps are sb3's env steps)"
+        chosen[env_id] = own
+    return chosen
 
 
 def main(argv: list[str] | None = None) -> int:
     """Runs every env x seed x side of one sitting; appends runs and scores; exit 1 if any run or evaluation failed."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backfill-kept", action="store_true",
-                        help="only score the kept policies of --out's ours runs that have no ours-kept row yet")
+                        help="only score the kept policies of --out's service runs that have no kept row yet")
     parser.add_argument("--envs", nargs="+")
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5])
-    parser.add_argument("--budget-s", type=float, nargs="+", help="one per env, or one for all")
-    parser.add_argument("--sides", nargs="+", choices=SIDES, default=list(SIDES))
-    parser.add_argument("--peer-python", help="python of the peer virtualenv with SB3 (needed for the sb3 sides)")
+    parser.add_argument("--budget-s", type=float, nargs="+", default=[240.0], help="one per env, or one for all")
+    parser.add_argument("--sides", nargs="+", choices=SIDES, help="the same sides for every env (default: its kind's)")
+    parser.add_argument("--peer-python", help="python of the peer virtualenv with SB3 (needed for the peer sides)")
     parser.add_argument("--marks", type=int, default=10, help="snapshots per run, every budget/marks s")
     parser.add_argument("--episodes", type=int, default=30, help="evaluation episodes per snapshot")
     parser.add_argument("--snapshot-dir", default=None, help="where snapshots go (default: a temp dir)")
@@ -288,12 +326,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.backfill_kept:
         return 1 if backfill_kept(args.out, args.episodes) else 0
-    if not args.envs or not args.budget_s:
-        parser.error("--envs and --budget-s are required for a sitting")
-    if {"sb3", "sb3-scaled"} & set(args.sides) and not args.peer_python:
-        parser.error("--peer-python is required for the sb3 sides (the peer virtualenv, never the service's)")
-    if "sb3-scaled" in args.sides and "sb3" not in args.sides:
-        parser.error("sb3-scaled needs sb3 in the same sitting (its n_timesteps are sb3's env steps)")
+    if not args.envs:
+        parser.error("--envs is required for a sitting")
+    sides = env_sides(args.envs, args.sides)
+    if isinstance(sides, str):
+        parser.error(sides)
+    if any(side in PEER_ALGOS for own in sides.values() for side in own) and not args.peer_python:
+        parser.error("--peer-python is required for the peer sides (the peer virtualenv, never the service's)")
     budgets = args.budget_s if len(args.budget_s) == len(args.envs) else args.budget_s[:1] * len(args.envs)
     become_subreaper()
     import dqn.remote.weights_puller  # noqa: F401 - TF and Reverb imported before any clock starts
@@ -303,7 +342,8 @@ def main(argv: list[str] | None = None) -> int:
     snapshot_root = args.snapshot_dir or tempfile.mkdtemp(prefix="fair-snapshots-")
     sitting = {"kind": "sitting", "sitting": f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:6]}",
                "commit": git_commit(), "argv": sys.argv, "machine": machine(), "time": time.time(),
-               "eval_episodes": args.episodes, "service_python": sys.executable, "peer_python": args.peer_python}
+               "eval_episodes": args.episodes, "service_python": sys.executable, "peer_python": args.peer_python,
+               "sides": sides}
     append(runs_path, sitting)
     failed = 0
     for env_id, budget_s in zip(args.envs, budgets, strict=True):
@@ -313,7 +353,7 @@ def main(argv: list[str] | None = None) -> int:
                            args.episodes)["eval_exit_code"] != 0
         for position, seed in enumerate(args.seeds):
             sb3_env_steps = None
-            for side in (s for s in ORDERS[position % len(ORDERS)] if s in args.sides):
+            for side in side_order(sides[env_id], position):
                 snapshots = os.path.join(snapshot_root, f"{env_id}-{side}-s{seed}-{uuid.uuid4().hex[:6]}")
                 os.makedirs(snapshots)
                 row = {"kind": "run", **base, "side": side, "seed": seed, "marks_s": marks, "snapshots": snapshots,
@@ -321,11 +361,11 @@ def main(argv: list[str] | None = None) -> int:
                 harness_cpu = self_cpu()
                 print(f"{env_id} seed {seed} {side}: training {budget_s:g} s (load {row['machine']['loadavg']})",
                       flush=True)
-                if side == "ours":
-                    row.update(run_ours(env_id, seed, budget_s, marks, snapshots, args.ours_flags))
-                elif side == "sb3" or sb3_env_steps:
+                if side in OURS_FLAGS:
+                    row.update(run_ours(env_id, seed, budget_s, marks, snapshots, OURS_FLAGS[side] + args.ours_flags))
+                elif side != "sb3-scaled" or sb3_env_steps:
                     row.update(run_sb3(env_id, seed, budget_s, marks, snapshots, args.peer_python,
-                                       sb3_env_steps if side == "sb3-scaled" else None))
+                                       sb3_env_steps if side == "sb3-scaled" else None, PEER_ALGOS[side]))
                     if side == "sb3":
                         sb3_env_steps = row.get("env_steps")
                 else:
@@ -333,12 +373,12 @@ def main(argv: list[str] | None = None) -> int:
                 row["harness_cpu_s"] = round(self_cpu() - harness_cpu, 2)
                 if row.get("exit_code") == 0:
                     context = {**base, "seed": seed, "sitting": sitting["sitting"]}
-                    python = sys.executable if side == "ours" else args.peer_python
+                    python = sys.executable if side in OURS_FLAGS else args.peer_python
                     row.update(evaluate(side, env_id, python, snapshots, row.get("root"),
                                         {**context, "side": side}, scores_path, args.episodes))
-                    if side == "ours":  # and the policy the run kept, what its user gets
-                        kept = evaluate("ours-kept", env_id, python, None, row["root"], context, scores_path,
-                                        args.episodes)
+                    if side in OURS_FLAGS:  # and the policy the run kept, what its user gets
+                        kept = evaluate("ours-kept", env_id, python, None, row["root"],
+                                        {**context, "side": kept_side(side)}, scores_path, args.episodes)
                         row.update(kept_eval_exit_code=kept["eval_exit_code"], kept_eval_cpu_s=kept["eval_cpu_s"])
                 failed += row.get("exit_code") != 0 or row.get("eval_exit_code", 1) != 0
                 append(runs_path, row)

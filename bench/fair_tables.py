@@ -7,12 +7,14 @@ is the mean return of the snapshot's evaluation episodes (the shared seeds; benc
 policy yet (ours before its learner's first weights) counts as random play. Per env and side: the median over seeds
 at each mark with a 95 % bootstrap interval (resampling seeds), the final score (the last mark), the area under the
 curve (the mean score over the marks, i.e. the curve's area divided by the budget), the IQM of the final scores where
-there are >= 5 seeds, the median CPU-seconds, env steps
-and train steps of the runs, and for ours its own evaluator's best re-checked score (the kept policy's re-check), the
-kept, exported policy replayed on the shared episodes, and the score of its last weights at the run's own end. The
-ratio ours/peer is taken on random-normalised scores (score - random play's), as the ratio of the seed means with a
-95 % bootstrap interval (seeds of each side resampled apart); an interval that crosses 1 is reported as level. Each
-(sitting, seed) is one sample: a second sitting adds seeds, it never replaces the first.
+there are >= 5 seeds, the illegal actions per episode at the last mark where the env gives a mask (median over
+seeds), the median CPU-seconds, env steps and train steps of the runs, and for each service side (ours,
+ours-unmasked) its own evaluator's best re-checked score (the kept policy's re-check), the kept, exported policy
+replayed on the shared episodes (with its illegal actions per episode), and the score of its last weights at the
+run's own end (with theirs). The ratio ours/peer, for every other side of the env (ours-unmasked included: what
+honouring the mask is worth), is taken on random-normalised scores (score - random play's), as the ratio of the seed
+means with a 95 % bootstrap interval (seeds of each side resampled apart); an interval that crosses 1 is reported as
+level. Each (sitting, seed) is one sample: a second sitting adds seeds, it never replaces the first.
 """
 
 from __future__ import annotations
@@ -21,11 +23,14 @@ import argparse
 import json
 import os
 import statistics
+import sys
 from collections import defaultdict
 
 import numpy as np
 
-SIDES = ("ours", "sb3", "sb3-scaled")
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from bench.fair_sides import OURS_FLAGS, SIDES, kept_side  # noqa: E402
+
 BOOTSTRAP = 10_000
 
 
@@ -67,8 +72,20 @@ def ratio_interval(ours: list[float], peer: list[float], seed: int = 1) -> tuple
     return point, float(np.percentile(ratios, 2.5)), float(np.percentile(ratios, 97.5)), bad
 
 
+def per_episode(row: dict) -> float | None:
+    """A score row's illegal actions per evaluation episode, None where the env gave no mask (or no policy played)."""
+    if row.get("illegal_actions") is not None:
+        return float(np.mean(row["illegal_actions"]))
+    if row.get("illegal_actions_total") is not None:
+        return row["illegal_actions_total"] / row["eval_episodes"]
+    return None
+
+
 def collect(directory: str):
-    """(scores[env][side][(sitting, seed)] = {mark: score}, ends, random play per env, runs, budgets, mark seconds)."""
+    """(scores[env][side][(sitting, seed)] = {mark: score}, ends, random play per env, runs, mark seconds, illegal).
+
+    `illegal[env][side][(sitting, seed)]`: illegal actions per episode at the last mark (kept sides: of the policy).
+    """
     rows = read_jsonl(os.path.join(directory, "scores.jsonl"))
     runs = [r for r in read_jsonl(os.path.join(directory, "runs.jsonl")) if r.get("kind") == "run"]
     randoms: dict[str, list[float]] = defaultdict(list)
@@ -79,20 +96,29 @@ def collect(directory: str):
     scores: dict = defaultdict(lambda: defaultdict(lambda: defaultdict(dict)))
     ends: dict = defaultdict(lambda: defaultdict(dict))
     mark_s: dict = defaultdict(dict)
+    illegal: dict = defaultdict(lambda: defaultdict(dict))
+    at_marks: dict = defaultdict(dict)  # (env, side, key) -> {mark: illegal actions per episode}
     for row in rows:
         if row["side"] == "random":
             continue
         env, key = row["env_id"], (row["sitting"], row["seed"])
-        if row["side"] == "ours-kept":  # the policy the run kept: one score per run, None where it kept none
-            ends[env]["ours-kept"][key] = float(np.mean(row["returns"])) if row["returns"] else None
+        if row["side"].endswith("-kept"):  # the policy the run kept: one score per run, None where it kept none
+            ends[env][row["side"]][key] = float(np.mean(row["returns"])) if row["returns"] else None
+            if per_episode(row) is not None:
+                illegal[env][row["side"]][key] = per_episode(row)
             continue
+        if not row.get("run_end"):
+            at_marks[(env, row["side"], key)][row["mark"]] = per_episode(row)
         value = float(np.mean(row["returns"])) if row["returns"] else random_score[env]
         if row.get("run_end"):
-            ends[env][row["side"]][key] = (value, row["at_s"], row.get("train_step"))
+            ends[env][row["side"]][key] = (value, row["at_s"], per_episode(row))
         else:
             scores[env][row["side"]][key][row["mark"]] = value
             mark_s[env][row["mark"]] = row["mark_s"]
-    return scores, ends, random_score, runs, mark_s
+    for (env, side, key), counts in at_marks.items():
+        if counts[max(counts)] is not None:
+            illegal[env][side][key] = counts[max(counts)]
+    return scores, ends, random_score, runs, mark_s, illegal
 
 
 def fmt(value, digits: int = 1) -> str:
@@ -108,7 +134,8 @@ def cell(values: list[float]) -> str:
     return f"{statistics.median(values):.1f} [{low:.1f}, {high:.1f}]"
 
 
-def env_tables(env: str, scores, ends, random_score: float, runs: list[dict], marks: dict) -> tuple[list[str], dict]:
+def env_tables(env: str, scores, ends, random_score: float, runs: list[dict], marks: dict,
+               illegal: dict) -> tuple[list[str], dict]:
     """The markdown of one env, and per side the seeds' final and area scores (for the ratios)."""
     sides = [side for side in SIDES if side in scores[env]]
     order = sorted(marks)
@@ -126,9 +153,10 @@ def env_tables(env: str, scores, ends, random_score: float, runs: list[dict], ma
         finals[side] = [curve[order[-1]] for curve in complete.values()]
         areas[side] = [float(np.mean([curve[m] for m in order])) for curve in complete.values()]
     out += ["", "Per run (median over seeds): CPU-seconds of all the run's processes, wall seconds from launch to "
-            "the end of the run, env and train steps at the run's end.", "",
-            "| side | final | area (mean over marks) | IQM final | below random (final median) | CPU-s | wall s | "
-            "env steps | train steps | own best re-checked | at its own end |", "|---" * 11 + "|"]
+            "the end of the run, env and train steps at the run's end; illegal actions per evaluation episode at the "
+            "last mark where the env gives a mask (median over seeds; '-' where it gives none).", "",
+            "| side | final | area (mean over marks) | IQM final | below random (final median) | illegal actions | "
+            "CPU-s | wall s | env steps | train steps | own best re-checked | at its own end |", "|---" * 12 + "|"]
     for side in sides:
         side_runs = [r for r in runs if r["env_id"] == env and r["side"] == side and r.get("exit_code") == 0]
 
@@ -137,29 +165,37 @@ def env_tables(env: str, scores, ends, random_score: float, runs: list[dict], ma
             return fmt(statistics.median(values), 0) if values else "-"
 
         recheck, end = "-", "-"
-        if side == "ours":
+        if side in OURS_FLAGS:
             checks = [r["kept_recheck"]["confirmed_return"] for r in side_runs if r.get("kept_recheck")]
             recheck = (f"{statistics.median(checks):.1f} (median of {len(checks)}; absent in "
                        f"{len(side_runs) - len(checks)})" if checks else f"absent in all {len(side_runs)}")
-            kept = list(ends[env]["ours-kept"].values())
+            kept = list(ends[env][kept_side(side)].values())
             if kept:
                 scored = [value for value in kept if value is not None]
                 recheck += f"; kept policy on the shared episodes: {cell(scored)} ({len(kept) - len(scored)} none)"
-            end_values = list(ends[env]["ours"].values())
+                kept_illegal = list(illegal[kept_side(side)].values())
+                if kept_illegal:
+                    recheck += f", illegal actions per episode {statistics.median(kept_illegal):.2f}"
+            end_values = list(ends[env][side].values())
             if end_values:
                 end = (f"{cell([v for v, _, _ in end_values])} at "
                        f"{statistics.median([at for _, at, _ in end_values]):.0f} s")
+                end_illegal = [count for _, _, count in end_values if count is not None]
+                if end_illegal:
+                    end += f", illegal actions per episode {statistics.median(end_illegal):.2f}"
         below = "yes" if finals[side] and statistics.median(finals[side]) < random_score else "no"
+        counts = list(illegal[side].values())
+        illegal_cell = fmt(statistics.median(counts), 2) if counts else "-"
         out.append(f"| {side} | {cell(finals[side])} | {cell(areas[side])} | {fmt(iqm(finals[side]))} | {below} | "
-                   f"{median('cpu_s')} | {median('wall_s')} | {median('env_steps')} | {median('train_steps')} | "
-                   f"{recheck} | {end} |")
+                   f"{illegal_cell} | {median('cpu_s')} | {median('wall_s')} | {median('env_steps')} | "
+                   f"{median('train_steps')} | {recheck} | {end} |")
     return out, {"final": finals, "area": areas}
 
 
 def ratio_lines(env: str, results: dict, random_score: float) -> list[str]:
     """Rows of the ratio table: ours/peer on random-normalised final and area scores."""
     lines = []
-    for peer in ("sb3", "sb3-scaled"):
+    for peer in (side for side in SIDES if side != "ours"):
         for metric in ("final", "area"):
             ours, theirs = results[metric].get("ours"), results[metric].get(peer)
             if not ours or not theirs:
@@ -188,7 +224,8 @@ def plot(env: str, scores, random_score: float, marks: dict, directory: str) -> 
 
     order = sorted(marks)
     figure, axes = plt.subplots(figsize=(6.4, 4.0))
-    for side, color in zip(SIDES, ("tab:blue", "tab:orange", "tab:green"), strict=True):
+    colors = ("tab:blue", "tab:purple", "tab:orange", "tab:green", "tab:red", "tab:brown")
+    for side, color in zip(SIDES, colors, strict=True):
         curves = [c for c in scores[env].get(side, {}).values() if all(m in c for m in order)]
         if not curves:
             continue
@@ -228,7 +265,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--no-png", action="store_true", help="tables only (no matplotlib needed)")
     args = parser.parse_args(argv)
     directory = args.directory
-    scores, ends, random_score, runs, mark_s = collect(directory)
+    scores, ends, random_score, runs, mark_s, illegal = collect(directory)
     if not scores:
         raise SystemExit(f"{directory}: no scores.jsonl rows of trained sides")
     lines = [f"# Fair harness: {os.path.basename(os.path.abspath(directory))}", "",
@@ -237,7 +274,7 @@ def main(argv: list[str] | None = None) -> None:
     ratios = ["## Ratio ours / peer (random-normalised, ratio of seed means, 95 % bootstrap interval)", "",
               "| env | peer | metric | seeds ours/peer | ratio | 95 % interval | verdict |", "|---" * 7 + "|"]
     for env in scores:
-        table, results = env_tables(env, scores, ends, random_score[env], runs, mark_s[env])
+        table, results = env_tables(env, scores, ends, random_score[env], runs, mark_s[env], illegal[env])
         lines += table + [""]
         ratios += ratio_lines(env, results, random_score[env])
         if not args.no_png:

@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> None:
     options = EnvOptions()
     print(f"{'env':48} seed  unexplained without / with previous   drop   auto  probe s  transitions")
     for env_id in args.envs:
-        _, action, _ = env_specs(env_id, options)
+        _, action, _, _ = env_specs(env_id, options)
         for seed in args.seeds:
             started = time.perf_counter()
             transitions = played_transitions(env_id, options, call_limit_s=20.0, seed=seed)

@@ -2,6 +2,8 @@
 
 Run: python bench/learner_throughput.py [--seconds 15] [--envs-per-item 1,16] [--rounds 6]
      [--intra-op-threads 2 --inter-op-threads 2]   (threads other than the learner's auto choice)
+     [--env-id ID --action-mask info|none]   (the cost of a mask of valid actions:
+     --env-id bench.masked_envs:MaskedCartPole-v0 with info against none)
 
 The headline ratio (the learner's default input against the same train step on a fixed batch, target 2) is
 also measured interleaved: `--rounds` pairs of short windows, fixed and fed alternating which goes first, on the
@@ -93,6 +95,9 @@ def main() -> None:
                         help="as the learner's flag; 0 = auto (the learner's default)")
     parser.add_argument("--inter-op-threads", type=int, default=defaults.inter_op_threads,
                         help="as the learner's flag; 0 = auto (the learner's default)")
+    parser.add_argument("--env-id", default="CartPole-v1")
+    parser.add_argument("--action-mask", default="none", choices=("info", "observation", "none"),
+                        help="the service's --action-mask: the cost of a mask of valid actions")
     args = parser.parse_args()
 
     import tensorflow as tf
@@ -106,6 +111,7 @@ def main() -> None:
     print(f"TF threads: intra-op {intra}, inter-op {inter} (0 = TF's default)")
 
     from bench.common import make_dataset
+    from dqn.envs.making import EnvOptions
     from dqn.resolve import resolved_builder
     from learner.train import make_train_fn
 
@@ -124,10 +130,12 @@ def main() -> None:
 
     layouts = [int(n) for n in args.envs_per_item.split(",")]
     for envs in layouts:
-        with replay_server("--replay-min-size", "100", "--envs-per-item", str(envs)) as (address, _):
-            fill_replay(address, args.fill, num_envs=max(16, envs), envs_per_item=envs)
+        with replay_server("--replay-min-size", "100", "--envs-per-item", str(envs), "--env-id", args.env_id,
+                           "--action-mask", args.action_mask) as (address, _):
+            fill_replay(address, args.fill, num_envs=max(16, envs), envs_per_item=envs, env_id=args.env_id,
+                        options=EnvOptions(action_mask=args.action_mask))
             config = LearnerConfig(replay_address=address, batch_size=args.batch_size, fc_layer_params=layers,
-                                   envs_per_item=envs)
+                                   envs_per_item=envs, env_id=args.env_id, action_mask=args.action_mask)
             builder = resolved_builder(config)
             bundle = builder.agent
             learner_train = make_train_fn(bundle, args.batch_size, 1)  # what the learner runs per staged batch

@@ -26,6 +26,7 @@ from dqn.model.collect_policy import (
 from dqn.model.exploration import HeldRandomActions
 from dqn.model.graph_policy import GraphQNetwork
 from dqn.model.numpy_policy import HostQNetwork
+from dqn.model.policy_export import export_form
 from dqn.remote.replay_client import ServerClients, check_signatures
 from dqn.replay_layout import dataset
 from dqn.replay_layout.layout import ReplayLayout
@@ -44,7 +45,7 @@ class DqnBuilder:
                              "(dqn.resolve.resolve_settings)")
         self.config = config
         self.env_options = EnvOptions.from_config(config)
-        self.observation_spec, self.action_spec, self.reward_threshold = specs
+        self.observation_spec, self.action_spec, self.reward_threshold, self.action_form = specs
         self.layout = ReplayLayout.from_config(config)
         self._hold_states: dict[tuple[int, int], HeldRandomActions] = {}
 
@@ -98,27 +99,30 @@ class DqnBuilder:
         config = self.config
         network = self.numpy_q_network() if config.inference == "auto" else None
         if network is not None:
-            policy = NumpyCollectPolicy(network, self.agent.action_spec, seed + 1, config.epsilon_start)
+            policy = NumpyCollectPolicy(network, self.agent.action_spec, seed + 1, config.epsilon_start,
+                                        self.agent.valid_actions)
         else:
             policy = GraphCollectPolicy(self.agent, num_envs, config.epsilon_start, q_values=q_values)
         return self._with_holds(policy, num_envs, seed, config.epsilon_start)
 
     def make_warmup_policy(self, num_envs: int, seed: int) -> CollectPolicy:
-        """Uniformly random actions for the warm-up (held, with the collect policy's holds, when they are on)."""
-        return self._with_holds(RandomCollectPolicy(self.action_spec, num_envs, seed), num_envs, seed, 1.0)
+        """Uniformly random valid actions for the warm-up (held, with the collect policy's holds, when they are on)."""
+        policy = RandomCollectPolicy(self.action_spec, num_envs, seed, self.agent.valid_actions)
+        return self._with_holds(policy, num_envs, seed, 1.0)
 
     def _with_holds(self, policy: CollectPolicy, num_envs: int, seed: int, epsilon: float) -> CollectPolicy:
         if not self.config.epsilon_hold_exponent:
             return policy
-        return HeldRandomCollectPolicy(policy, self._holds(num_envs, seed), epsilon)
+        return HeldRandomCollectPolicy(policy, self._holds(num_envs, seed), epsilon, self.agent.valid_actions)
 
     def _holds(self, num_envs: int, seed: int) -> HeldRandomActions:
         """The holds of (num_envs, seed), made once: the warm-up and the collect policy continue the same holds."""
         key = (num_envs, seed)
         if key not in self._hold_states:
-            self._hold_states[key] = HeldRandomActions(num_envs, int(self.action_spec.minimum),
-                                                       int(self.action_spec.maximum),
-                                                       self.config.epsilon_hold_exponent, seed=seed + 2)
+            valid = self.agent.valid_actions
+            self._hold_states[key] = HeldRandomActions(num_envs, valid.minimum, valid.minimum + valid.num_actions - 1,
+                                                       self.config.epsilon_hold_exponent, seed=seed + 2,
+                                                       action_shape=valid.action_shape)
         return self._hold_states[key]
 
     def make_evaluation_policy(self):
@@ -129,4 +133,9 @@ class DqnBuilder:
         """
         if self.config.lstm_size:
             return self.agent.agent.policy
-        return self.numpy_q_network() or GraphQNetwork(self.agent.q_network, self.agent.policy_variables)
+        return self.numpy_q_network() or GraphQNetwork(self.agent.q_network, self.agent.policy_variables,
+                                                       self.agent.valid_actions.q_shape)
+
+    def make_export_policy(self):
+        """The greedy policy as it is exported: it returns the env's own actions (a multi-discrete env's form)."""
+        return export_form(self.agent.agent.policy, self.action_form)

@@ -1,12 +1,14 @@
 """The resolve step: a run's settings with nothing left at auto, decided once from one bout of random play.
 
-Four settings follow from the env when left at auto (`AUTO_FROM_ENV` in dqn/settings/config.py): the observation
-history, the image encoding, advantage learning's alpha and the replay ratio. `resolve_settings` plays the env once
-(dqn/envs/random_play.py), hands every step to the rules that need it and returns the settings with each decided,
-saying in one log line per setting what it chose and why. A run resolves once: `local` before its roles start, the
-replay server when roles are started apart; the replay server publishes the run's settings
-(dqn/remote/run_settings.py) and every other role adopts them (`adopt_run_settings`), so all roles use exactly the
-same values however they are started. `DqnBuilder` is handed resolved settings and the env's specs and never plays.
+Five settings follow from the env when left at auto (`AUTO_FROM_ENV` in dqn/settings/config.py): the observation
+history, the image encoding, advantage learning's alpha, the replay ratio and where the mask of valid actions is read.
+The mask is decided here, not where every role makes the env's specs, because an info mask shows only when the env is
+reset, and roles must not play the env: every role then makes the same specs from the published setting.
+`resolve_settings` plays the env once (dqn/envs/random_play.py), hands every step to the rules that need it and returns
+the settings with each decided, saying in one log line per setting what it chose and why. A run resolves once: `local`
+before its roles start, the replay server when roles are started apart; the replay server publishes the run's settings
+(dqn/remote/run_settings.py) and every other role adopts them (`adopt_run_settings`), so all roles use exactly the same
+values however they are started. `DqnBuilder` is handed resolved settings and the env's specs and never plays.
 
 The replay ratio of a slow env also depends on how fast the learner trains, which is measured on the learner's own
 machine: `local` times it here (its learner runs here); a replay server started apart passes a `learner_speed`
@@ -22,11 +24,14 @@ import socket
 from collections.abc import Callable
 from typing import Any
 
+from dqn.envs.action_masks import MaskSeen, action_mask_for
 from dqn.envs.hidden_state import PlayedTransitions, observation_history_for, probed_inputs
 from dqn.envs.idle_actions import IdleActionCounts, action_gap_alpha_for
 from dqn.envs.image_codes import LargestImageValues, image_encoding_for
 from dqn.envs.making import EnvOptions, EnvSpecs, env_specs
-from dqn.envs.random_play import PROBE_BUDGET_S, StepTimes, probe_env
+from dqn.envs.random_play import PROBE_BUDGET_S, PROBE_STEPS, StepTimes, probe_env
+from dqn.envs.spaces import EnvError
+from dqn.errors import BadInput
 from dqn.model.networks import check_network_input
 from dqn.remote.run_settings import report_learner_speed, wait_for_run_settings
 from dqn.replay_layout.items import ItemShape
@@ -71,19 +76,30 @@ def resolve_settings(config, learner_speed: LearnerSpeed | None = None):
     """
     auto = config.unresolved()
     if not auto:
-        check_network_input(config, run_env_specs(config).observation)
+        specs = run_env_specs(config)
+        check_network_input(config, specs.observation, specs.action)
         return config
-    options = EnvOptions.from_config(config, observation_history=1)  # what the env shows of itself, unstacked
+    # What the env shows of itself: unstacked, and its mask where it gives one, not yet in the observation.
+    options = EnvOptions.from_config(config, observation_history=1, action_mask="none")
     plain = env_specs(config.env_id, options)
-    played = _watchers(auto, plain)
+    played = _watchers(auto, plain, config.action_mask_key)
     try:
         if played:
+            # Only the mask's source wanted: the first reset shows it.
+            steps = 0 if list(played) == ["mask"] else PROBE_STEPS
             probe_env(config.env_id, options, config.env_call_timeout_s, config.seed, played.values(),
-                      budget_s=PROBE_BUDGET_S)
+                      budget_s=PROBE_BUDGET_S, max_steps=steps,
+                      mask_key=None if config.action_mask == "none" else config.action_mask_key)
+    except BadInput as error:  # a mask that does not fit the action space: the user's to fix, at start
+        raise EnvError(f"env {config.env_id!r}: {error}") from None
     except Exception as error:  # noqa: BLE001 - the user's env; the actors report its faults where they matter
         log.warning("auto settings: random play failed (%s: %s); each takes its safe choice", type(error).__name__,
                     error)
         played = {}
+    if "action_mask" in auto:
+        source, why = action_mask_for(plain.observation, config.action_mask_key, played.get("mask"))
+        config = dataclasses.replace(config, action_mask=source)
+        _say("action_mask", source, why)
     if "observation_history" in auto:
         history, why = observation_history_for(plain.observation, plain.action, played.get("transitions"))
         config = dataclasses.replace(config, observation_history=history)
@@ -94,7 +110,8 @@ def resolve_settings(config, learner_speed: LearnerSpeed | None = None):
         config = dataclasses.replace(config, image_encoding=encoding)
         if why is not None:
             _say("image_encoding", encoding, why)
-    check_network_input(config, specs.observation)  # before the learner is timed with a network that cannot fit
+    # Before the learner is timed with a network that cannot fit.
+    check_network_input(config, specs.observation, specs.action)
     if "action_gap_alpha" in auto:
         alpha, why = action_gap_alpha_for(played.get("idle"))
         config = dataclasses.replace(config, action_gap_alpha=alpha)
@@ -105,9 +122,11 @@ def resolve_settings(config, learner_speed: LearnerSpeed | None = None):
     return config
 
 
-def _watchers(auto: list[str], plain: EnvSpecs) -> dict[str, Any]:
+def _watchers(auto: list[str], plain: EnvSpecs, mask_key: str) -> dict[str, Any]:
     """The observers of random play that the auto settings need, by name (none: nothing needs playing)."""
     watchers: dict[str, Any] = {}
+    if "action_mask" in auto:  # sees the first reset's info, and checks the size of every mask it meets
+        watchers["mask"] = MaskSeen(mask_key, plain.actions)
     if "observation_history" in auto and probed_inputs(plain.observation, plain.action) is None:
         watchers["transitions"] = PlayedTransitions()
     if "image_encoding" in auto:
@@ -181,7 +200,7 @@ def adopt_from_server(config, times_learner: bool = False):
     The env id is checked first, so a bad one fails at once instead of after waiting for the server. The learner
     (`times_learner`) answers settings still pending with its SGD step's speed on this machine.
     """
-    env_specs(config.env_id, EnvOptions.from_config(config, observation_history=1))
+    env_specs(config.env_id, EnvOptions.from_config(config, observation_history=1, action_mask="none"))
     address = config.control_address_resolved()
     source = f"the replay server at {address}"
 
@@ -196,7 +215,8 @@ def adopt_from_server(config, times_learner: bool = False):
                                       replay_too=address == config.replay_address,
                                       on_pending=report_speed if times_learner else None)
     config = adopt_run_settings(config, published, source)
-    check_network_input(config, run_env_specs(config).observation)
+    specs = run_env_specs(config)
+    check_network_input(config, specs.observation, specs.action)
     return config
 
 

@@ -31,6 +31,7 @@ from tf_agents.policies import epsilon_greedy_policy
 from tf_agents.trajectories import time_step as ts
 
 from dqn.envs.vector_env import GymnasiumVectorEnvironment
+from dqn.model.actions import ValidActions
 from dqn.model.flat_weights import FlatWeights
 from dqn.model.graph_policy import GraphQNetwork
 from dqn.model.numpy_policy import HostEpsilonGreedy, HostQNetwork
@@ -46,27 +47,33 @@ def cut_short_by_faults(lengths: np.ndarray, first_step_fault: np.ndarray) -> np
 
 
 def make_episode_runner(policy, action_spec, env: GymnasiumVectorEnvironment, epsilon: float = 0.0,
-                        metrics: list[EvalMetric] | None = None) -> PolicyEpisodes:
+                        metrics: list[EvalMetric] | None = None, valid: ValidActions | None = None
+                        ) -> PolicyEpisodes:
     """The Python loop for a Q-network with `q_values` (numpy or one graph call), else the in-graph loop of a policy.
 
     `policy` is `DqnBuilder.make_evaluation_policy()`. With `epsilon` > 0, each step takes a uniformly random
     action with that probability (0 = greedy). `metrics` defaults to every registered one (`EVAL_METRICS`), built
-    with a context of the env alone (no target return); the evaluator passes its own (`make_episodes`).
+    with a context of the env alone (no target return); the evaluator passes its own (`make_episodes`). `valid`:
+    the run's `ValidActions` (the agent's), where its observations hold a mask of valid actions.
     """
+    valid = valid or ValidActions.of(env.observation_spec(), action_spec)
     if isinstance(policy, (HostQNetwork, GraphQNetwork)):
-        return PythonLoopEpisodes(policy, action_spec, env, epsilon=epsilon, metrics=metrics)
-    return InGraphLoopEpisodes(policy, env, epsilon=epsilon, metrics=metrics)
+        return PythonLoopEpisodes(policy, action_spec, env, epsilon=epsilon, metrics=metrics, valid=valid)
+    return InGraphLoopEpisodes(policy, env, epsilon=epsilon, metrics=metrics, valid=valid)
 
 
 class PolicyEpisodes:
     """What both loops share: the envs, the metrics, and turning each env's totals into metric values.
 
     `load(variables)` sets the weights. `run(seed, stop_requested)` plays one episode per env, reset with `seed`,
-    and returns {metric name: value}. After a run, `cut_short` and `whole_episodes` count its episodes.
+    and returns {metric name: value}. After a run, `cut_short` and `whole_episodes` count its episodes;
+    `illegal_actions` counts, over every run, the actions the observation's mask forbade (0 is the only right value).
     """
 
-    def __init__(self, env: GymnasiumVectorEnvironment, metrics: list[EvalMetric] | None):
+    def __init__(self, env: GymnasiumVectorEnvironment, metrics: list[EvalMetric] | None, valid: ValidActions):
         self._env = env
+        self._valid = valid
+        self.illegal_actions = 0
         env.keep_final_infos()
         self.metrics = make_metrics(MetricContext(env.env_id, env.action_spec())) if metrics is None \
             else list(metrics)
@@ -102,8 +109,8 @@ class PythonLoopEpisodes(PolicyEpisodes):
     """One episode per env, stepped from Python; `load` sets the network's weights (the policy's variable order)."""
 
     def __init__(self, network: HostQNetwork | GraphQNetwork, action_spec, env: GymnasiumVectorEnvironment,
-                 epsilon: float = 0.0, metrics: list[EvalMetric] | None = None):
-        super().__init__(env, metrics)
+                 epsilon: float = 0.0, metrics: list[EvalMetric] | None = None, valid: ValidActions | None = None):
+        super().__init__(env, metrics, valid or ValidActions.of(env.observation_spec(), action_spec))
         self._network = network
         self._action_spec = action_spec
         self._runs_in = "numpy (plain MLP)" if isinstance(network, HostQNetwork) else "one graph call per step"
@@ -126,13 +133,17 @@ class PythonLoopEpisodes(PolicyEpisodes):
         self._start(seed)
         # The random actions are drawn from `seed` too, so every evaluation plays the same episodes for the same
         # weights.
-        policy = HostEpsilonGreedy(self._network, self._action_spec, seed=seed)
+        valid = self._valid
+        policy = HostEpsilonGreedy(self._network, self._action_spec, seed=seed, valid=valid)
         time_step = self._env.reset()
         returns = np.zeros(self._env.batch_size)
         lengths = np.zeros(self._env.batch_size)
         running = np.ones(self._env.batch_size, dtype=bool)
         while running.any() and not stop_requested():
-            time_step = self._env.step(policy.actions(time_step.observation, epsilon=self._epsilon))
+            mask = valid.mask(time_step.observation)
+            actions = policy.actions(time_step.observation, epsilon=self._epsilon, mask=mask)
+            self.illegal_actions += valid.illegal(actions, mask)
+            time_step = self._env.step(actions)
             for metric in self._step_metrics:
                 metric.on_step(time_step.reward, time_step.step_type, running)
             # Finished envs keep stepping (the vector env restarts them); only running episodes count.
@@ -149,8 +160,8 @@ class InGraphLoopEpisodes(PolicyEpisodes):
     """
 
     def __init__(self, policy, env: GymnasiumVectorEnvironment, chunk_steps: int = 100, epsilon: float = 0.0,
-                 metrics: list[EvalMetric] | None = None):
-        super().__init__(env, metrics)
+                 metrics: list[EvalMetric] | None = None, valid: ValidActions | None = None):
+        super().__init__(env, metrics, valid or ValidActions.of(env.observation_spec(), env.action_spec()))
         per_step = [metric.name for metric in self.metrics if metric.needs_steps()]
         if per_step:
             raise ValueError(f"evaluation metrics {per_step} need every env step, which the in-graph loop keeps "
@@ -172,6 +183,7 @@ class InGraphLoopEpisodes(PolicyEpisodes):
         self._returns = variable(tf.zeros([num_envs], tf.float32))
         self._lengths = variable(tf.zeros([num_envs], tf.float32))
         self._running = variable(tf.zeros([num_envs], tf.bool))
+        self._illegal = variable(tf.zeros([], tf.int64))  # actions the mask forbade, over every run
         self._start_graph = tf.function(self._start_episodes, autograph=False)
         self._advance_graph = tf.function(self._advance, autograph=False)
         self._totals_graph = tf.function(lambda: tf.stack([self._returns, self._lengths]), autograph=False)
@@ -194,6 +206,7 @@ class InGraphLoopEpisodes(PolicyEpisodes):
         while not stop_requested() and bool(self._advance_graph()):
             pass
         returns, lengths = self._totals_graph().numpy()
+        self.illegal_actions = int(self._illegal.numpy())
         return self._finish(returns, lengths)
 
     def _start_episodes(self) -> None:
@@ -211,6 +224,7 @@ class InGraphLoopEpisodes(PolicyEpisodes):
 
         def one_step(index, time_step, policy_state, returns, lengths, running):
             action_step = self._policy.action(time_step, policy_state)
+            self._count_illegal(time_step.observation, action_step.action)
             next_time_step = self._tf_env.step(action_step.action)
             # Finished envs keep stepping (the vector env restarts them); only running episodes count.
             returns += tf.where(running, next_time_step.reward, 0.0)
@@ -230,3 +244,11 @@ class InGraphLoopEpisodes(PolicyEpisodes):
         self._lengths.assign(lengths)
         self._running.assign(running)
         return tf.reduce_any(running)
+
+    def _count_illegal(self, observation, actions) -> None:
+        """Adds the actions the observation's mask forbids to the count (scalar actions: no RNN branches)."""
+        mask = self._valid.mask_tf(observation)
+        if mask is None:
+            return
+        allowed = tf.gather(mask, tf.cast(actions, tf.int32) - self._valid.minimum, axis=-1, batch_dims=1)
+        self._illegal.assign_add(tf.reduce_sum(tf.cast(tf.logical_not(allowed), tf.int64)))

@@ -45,6 +45,7 @@ from dqn.files import append_line
 from dqn.model.flat_weights import FlatWeights
 from dqn.process.health import start_health
 from dqn.process.log_throttle import LogThrottle
+from dqn.process.progress import write_progress
 from dqn.process.runtime import StopSignal, use_one_core
 from dqn.process.summaries import GraphScalars
 from dqn.process.usage import Laps
@@ -114,7 +115,7 @@ def make_episodes(config: EvaluatorConfig, builder: DqnBuilder, num_episodes: in
     if num_episodes is None:
         log.info("evaluation episodes: epsilon %g, at most %s", epsilon, cap)
     return make_episode_runner(builder.make_evaluation_policy(), builder.agent.action_spec, env, epsilon=epsilon,
-                               metrics=make_metrics(context))
+                               metrics=make_metrics(context), valid=builder.agent.valid_actions)
 
 
 def confirmation_seed(seed: int, train_step: int) -> int:
@@ -160,6 +161,7 @@ class Evaluator:
         self._writer = tf.summary.create_file_writer(summary_dir)
         self._scalars = GraphScalars(self._writer)
         self._results_path = os.path.join(summary_dir, "evals.jsonl")
+        self._summary_dir = summary_dir
         self._last_evaluated: int | None = None
         self._wait_notices = LogThrottle(WAIT_LOG_INTERVAL_S)
         self._refused_reported = 0
@@ -179,7 +181,7 @@ class Evaluator:
         summary_dir = config.path(role_dir("evaluator"))
         os.makedirs(summary_dir, exist_ok=True)
         bundle = builder.agent
-        best = BestPolicy(summary_dir, bundle.agent.policy, FlatWeights(bundle.policy_variables))
+        best = BestPolicy(summary_dir, builder.make_export_policy(), FlatWeights(bundle.policy_variables))
         reset_requests = ResetRequestSender(config.control_address_resolved(), config.rpc_timeout_s,
                                             client=clients.control, key=config.shared_key)
         return cls(config, context.target_return, episodes, confirmation, best, reset_requests, puller, summary_dir,
@@ -270,14 +272,22 @@ class Evaluator:
         values = dict(evaluation.values)
         if evaluation.confirmed_return is not None:
             values["confirmed_return"] = evaluation.confirmed_return
+        illegal = self.illegal_actions
         # A full run root costs these records (each failure counted and logged), never the evaluating.
         try_write("summaries", self._scalars.write, evaluation.train_step,
-                  {f"eval/{name}": value for name, value in values.items()})
+                  {**{f"eval/{name}": value for name, value in values.items()}, "eval/illegal_actions": illegal})
         try_write("summaries", self._writer.flush)
+        try_write("progress file", write_progress, self._summary_dir, train_step=evaluation.train_step,
+                  illegal_actions=illegal)
         evaluation.record.update(seconds=round(time.monotonic() - evaluation.started, 3), time=time.time())
         try_write("evals.jsonl", append_line, self._results_path, json.dumps(evaluation.record) + "\n")
         shown = " ".join(f"{name}={value:.1f}" for name, value in values.items())
         try_write("log line", print, f"eval train_step={evaluation.train_step} {shown}", flush=True)
+
+    @property
+    def illegal_actions(self) -> int:
+        """Actions the observations' masks forbade in every evaluation and re-check so far (0 is right)."""
+        return self.episodes.illegal_actions + (self.confirmation.illegal_actions if self.confirmation else 0)
 
     def close(self) -> None:
         """Stops pulling weights, exports the best policy and closes the envs."""

@@ -238,6 +238,12 @@ def env_restarts(config: LocalConfig) -> int:
     return sum(read_progress(config.path(actor_dir(i))).get("env_restarts", 0) for i in range(config.num_actors))
 
 
+def illegal_actions(config: LocalConfig) -> int:
+    """Forbidden actions (by a mask) the actors and evaluator took or the learner's target used: 0 unless broken."""
+    directories = [actor_dir(i) for i in range(config.num_actors)] + [role_dir("learner"), role_dir("evaluator")]
+    return sum(read_progress(config.path(directory)).get("illegal_actions", 0) for directory in directories)
+
+
 def learner_finished(config: LocalConfig, learner: Child) -> bool:
     """True once the learner reached max_train_steps: it then stays up idle and its progress file says so.
 
@@ -372,7 +378,8 @@ def watch_until_done(config: LocalConfig, topology: Topology, stop: StopSignal, 
     solved = reason.startswith("solved")
     say(f"summary: solved={'yes' if solved else 'no'} wall_time={wall:.1f}s env_steps={env_steps} "
           f"train_steps={train_step} best_eval_return={best['average_return'] if best else float('nan'):.1f} "
-          f"target={target} role_restarts={topology.restarts} env_restarts={env_restarts(config)}", flush=True)
+          f"target={target} role_restarts={topology.restarts} env_restarts={env_restarts(config)} "
+          f"illegal_actions={illegal_actions(config)}", flush=True)
     say("exit codes: " + ", ".join(f"{name}={code}" for name, code in exit_codes.items()), flush=True)
     # A role that had exited and waited for its restart when the run stopped was being recovered, not failing.
     failed = reason.startswith("crashed") or [n for n, code in exit_codes.items()

@@ -144,7 +144,8 @@ def _checkpoint_note(address: str, timeout_s: float) -> str:
 
 #: What each role's progress file says, in the order shown: (key, label).
 _PROGRESS_FIELDS = (("train_step", "train step"), ("env_steps", "env steps"), ("env_restarts", "env restarts"),
-                    ("episodes", "episodes"), ("checkpoint_failures", "checkpoint failures"),
+                    ("episodes", "episodes"), ("illegal_actions", "illegal actions"),
+                    ("checkpoint_failures", "checkpoint failures"),
                     ("refused_reset_requests", "refused reset requests"), ("refused_weights", "refused weights"),
                     ("bad_batches_skipped", "bad replay batches skipped"), ("status", "status"))
 

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 import tensorflow as tf
+from tf_agents.trajectories import time_step as ts
 
 from dqn.model.actions import max_q_values_tf
-from dqn.model.agent import AgentBundle
+from dqn.model.agent import AgentBundle, illegal_target_actions_tf
 from dqn.model.graph_io import HostInput, HostOutput
 
 
@@ -76,30 +77,45 @@ class StagedTrainer:
 
 
 class BatchStats:
-    """The last loss and the mean max-Q of a staged batch, per slot, in one graph call that returns nothing.
+    """The last loss, the mean max-Q and the target's invalid actions of a staged batch, per slot, in one graph call.
 
     The values come back through a `dqn.model.graph_io.HostOutput`, not as returned tensors (see the module docstring).
+    With a mask of valid actions the max is over the valid ones, and the actions the TD target bootstraps from at
+    the batch's last observations are checked against their stored masks.
     """
 
     def __init__(self, bundle: AgentBundle, batch_size: int, slots: list, loss: tf.Variable):
-        self._output = HostOutput([2], tf.float32)
+        self._output = HostOutput([3], tf.float32)
         network = bundle.q_network  # the agent's own Q-network (the bundle keeps it public)
+        valid = bundle.valid_actions
+        # Only where some action can be forbidden; a recurrent target's action needs its state, not kept here.
+        checks = (valid.masked or valid.padding is not None) and not network.state_spec
 
         def graph(experience):
             @tf.function(autograph=False)
             def measure():
-                observation = tf.nest.map_structure(lambda v: v.read_value()[:batch_size, 0], experience.observation)
+                def rows(part, step):
+                    return tf.nest.map_structure(lambda v: v.read_value()[:batch_size, step], part)
+
+                observation = rows(experience.observation, 0)
                 step_type = experience.step_type.read_value()[:batch_size, 0]
                 state = network.get_initial_state(batch_size) if network.state_spec else ()
-                q_values, _ = network(observation, step_type=step_type, network_state=state, training=False)
-                self._output.write(tf.stack([loss.read_value(), tf.reduce_mean(max_q_values_tf(q_values))]))
+                q_values, _ = network(valid.network_observation(observation), step_type=step_type,
+                                      network_state=state, training=False)
+                mean_q = tf.reduce_mean(max_q_values_tf(q_values, valid.mask_tf(observation)))
+                illegal = tf.constant(0, tf.int32)
+                if checks:
+                    last = ts.TimeStep(rows(experience.step_type, -1), rows(experience.reward, -1),
+                                       rows(experience.discount, -1), rows(experience.observation, -1))
+                    illegal = illegal_target_actions_tf(bundle, last)
+                self._output.write(tf.stack([loss.read_value(), mean_q, tf.cast(illegal, tf.float32)]))
 
             return measure
 
         self._graphs = [graph(slot[0]) for slot in slots]
 
-    def measure(self, index: int) -> tuple[float, float]:
-        """(last loss, mean over the first batch rows of max_a Q(s_0, a)) on slot `index`."""
+    def measure(self, index: int) -> tuple[float, float, int]:
+        """(last loss, mean over the first batch rows of max_a Q(s_0, a), invalid target actions) on slot `index`."""
         self._graphs[index]()
-        loss, mean_q = self._output.value
-        return float(loss), float(mean_q)
+        loss, mean_q, illegal = self._output.value
+        return float(loss), float(mean_q), int(illegal)

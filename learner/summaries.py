@@ -37,12 +37,14 @@ class LearnerSummaries:
         replay = self._rates.measure()
         try_write("summaries", self._write, step, self._batch_stats.measure(self.slot), sgd_rate, replay)
 
-    def _write(self, step: int, loss_and_mean_q: tuple[float, float], sgd_rate: float, replay: dict) -> None:
+    def _write(self, step: int, batch_stats: tuple[float, float, int], sgd_rate: float, replay: dict) -> None:
+        """`batch_stats`: (loss, mean max-Q, the target's actions its masks forbid) of the summarized batch."""
         learner, config = self._learner, self._learner.config
         if replay.get("inserts_per_sec"):
             # Uniform sampling from a FIFO buffer: sampled data is on average half a buffer old.
             replay["mean_data_age_train_steps"] = replay["size"] / 2 / replay["inserts_per_sec"] * sgd_rate
-        loss_value, mean_q = loss_and_mean_q
+        loss_value, mean_q, illegal = batch_stats
+        learner.illegal_target_actions += illegal
         refused = learner.refused_counts()
         scalars = {
             "losses/td_loss": loss_value,
@@ -52,6 +54,7 @@ class LearnerSummaries:
             "charts/publish_lag": step - max(self._publisher.published_step, 0),
             "charts/non_finite_updates": learner.non_finite.skipped_total,
             "charts/rollbacks": learner.non_finite.rollbacks,
+            "charts/illegal_target_actions": learner.illegal_target_actions,
             **{f"charts/{name}": float(value) for name, value in refused.items()},
             **{f"replay/{key}": value for key, value in replay.items()},
         }
@@ -62,4 +65,5 @@ class LearnerSummaries:
                             "replay/priority_updates_failed": learner.priorities.failed})
         learner.scalars.write(step, scalars)
         write_progress(learner.directory, train_step=step, sgd_steps_per_sec=sgd_rate, loss=loss_value,
-                       replay_size=replay.get("size", 0), **refused)
+                       replay_size=replay.get("size", 0),
+                       illegal_actions=learner.illegal_target_actions, **refused)

@@ -117,6 +117,7 @@ class Learner:
         self.no_data_log = LogThrottle(config.no_data_timeout_s)  # both "no new data" warnings share it
         self.non_finite = NonFiniteUpdates()
         self.rollback_log = LogThrottle(60.0)  # data that stays non-finite would roll back every few calls
+        self.illegal_target_actions = 0  # summarized batches' target actions that their stored masks forbid
         # The agent's variables are listed once (listing walks its modules, milliseconds); the optimizer's are asked
         # each time, because it makes its slots at the first update.
         agent_variables = list(self.bundle.agent.variables)
@@ -223,7 +224,7 @@ class Learner:
         if not self.weights_finite("policy export"):
             return
         if self.policy_saver is None:
-            self.policy_saver = policy_saver.PolicySaver(self.bundle.agent.policy, batch_size=None)
+            self.policy_saver = policy_saver.PolicySaver(self.builder.make_export_policy(), batch_size=None)
         try_write("policy export", export_policy, self.policy_saver, os.path.join(self.directory, "policy"), step)
 
     def run(self) -> int:
@@ -366,7 +367,8 @@ class Learner:
         status = (f"done: max_train_steps {config.max_train_steps} reached; idle until stopped" if finished
                   else "stopped")
         try_write("progress file", write_progress, self.directory, train_step=self.step, sgd_steps_per_sec=0.0,
-                  done=True, finished=finished, status=status, **self.refused_counts())
+                  done=True, finished=finished, status=status, illegal_actions=self.illegal_target_actions,
+                  **self.refused_counts())
         try_write("summaries", self.writer.flush)
 
 

@@ -1,17 +1,33 @@
-"""Stable-Baselines3 DQN for the fair harness: trains for a wall-clock budget, saving its q_net at the marks.
+"""Stable-Baselines3 peers for the fair harness: train for a wall-clock budget, saving the policy at the marks.
 
 Runs under the peer virtualenv (never the service's), started by bench/fair_run.py:
 
     peers-venv/bin/python bench/peers/sb3_snapshots.py --env-id CartPole-v1 --seed 1 --budget-s 60 \
-        --started-epoch EPOCH --marks 6 12 ... 60 --snapshots SNAP [--scaled-timesteps N]
+        --started-epoch EPOCH --marks 6 12 ... 60 --snapshots SNAP [--scaled-timesteps N] [--algo dqn]
 
-The recipe is rl-baselines3-zoo's `hyperparams/dqn.yml` entry for the env (`ZOO`). `--scaled-timesteps N` is the
-`sb3-scaled` side: the same recipe with n_timesteps = N (the env steps the published recipe reached in the same
-budget on this box for the same seed, which bench/fair_run.py recorded), so epsilon's decay (exploration_fraction,
-already a fraction of n_timesteps) and learning_starts (kept at the recipe's fraction of n_timesteps) fit the run.
-Both sides train until the budget, past n_timesteps at the final epsilon. Nothing is evaluated here: at each mark
-(seconds since --started-epoch, the harness's Popen) a callback saves `q_net`'s state (`mark-XX.pt`) and appends
-{mark, mark_s, at_s, train_step (gradient updates), env_steps} to `marks.jsonl`; bench/fair_eval.py scores them later.
+`--algo`:
+- `dqn` (the `sb3` and `sb3-scaled` sides): SB3 DQN with rl-baselines3-zoo's `hyperparams/dqn.yml` entry for the env
+  (`ZOO`). `--scaled-timesteps N` is the `sb3-scaled` side: the same recipe with n_timesteps = N (the env steps the
+  published recipe reached in the same budget on this box for the same seed, which bench/fair_run.py recorded), so
+  epsilon's decay (exploration_fraction, already a fraction of n_timesteps) and learning_starts (kept at the
+  recipe's fraction of n_timesteps) fit the run.
+- `dqn-flat` (the `sb3-dqn-flat` side): SB3 DQN on a MultiDiscrete env's combinations as one Discrete space
+  (bench/action_kinds.py's `FlatActions`), with the zoo's entry for the env it discretises (`UNDERLYING` there:
+  LunarLander-v3's for MultiDiscreteLunarLander-v3).
+- `maskable-ppo` (the `maskable-ppo` side): sb3-contrib's MaskablePPO with its library defaults (`MlpPolicy`, i.e.
+  MaskableActorCriticPolicy; learning_rate 3e-4, n_steps 2048, batch_size 64, n_epochs 10, gamma 0.99, gae_lambda
+  0.95, clip_range 0.2, ent_coef 0, vf_coef 0.5, max_grad_norm 0.5; sb3-contrib 2.9.2). rl-baselines3-zoo (at
+  22e3ff2) has no MaskablePPO entry at all (no ppo_mask hyperparameters, MaskablePPO not among its algorithms), and
+  PettingZoo's own MaskablePPO example for Connect Four (tutorials/SB3/connect_four/sb3_connect_four_action_mask.py
+  at 761353e) uses exactly these defaults: `MaskablePPO(MaskableActorCriticPolicy, env)`, the policy seeing the
+  board without the mask, the mask given by `ActionMasker`. So here too: the observation's mask part is dropped
+  (bench/action_kinds.py's `WithoutMask`) and `ActionMasker` reads the env's current mask (from the Dict
+  observation or the info). Its defaults hold no schedule, so n_timesteps only bounds each `learn` call.
+
+Every side trains until the budget, the DQN ones past n_timesteps at the final epsilon. Nothing is evaluated here:
+at each mark (seconds since --started-epoch, the harness's Popen) a callback saves the policy's weights (DQN's
+`q_net`, MaskablePPO's whole `policy`: `mark-XX.pt`) and appends {mark, mark_s, at_s, train_step (gradient updates),
+env_steps} to `marks.jsonl`; bench/fair_eval.py scores them later. The recipe is written to `recipe.json` first.
 """
 
 from __future__ import annotations
@@ -19,7 +35,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 #: rl-baselines3-zoo hyperparams/dqn.yml (DLR-RM/rl-baselines3-zoo at 22e3ff2, April 2026), its classic-control
 #: entries as published.
@@ -43,19 +62,54 @@ ZOO = {
 }
 
 
-def recipe(env_id: str, scaled_timesteps: int | None = None) -> dict:
-    """The zoo's entry; with `scaled_timesteps`, its schedule scaled to them (learning_starts at the same fraction)."""
-    params = dict(ZOO[env_id])
+#: MaskablePPO's library defaults (every other argument left as sb3-contrib sets it); n_timesteps bounds a `learn`.
+MASKABLE_PPO = dict(n_timesteps=1_000_000, policy="MlpPolicy")
+
+
+def recipe(env_id: str, scaled_timesteps: int | None = None, algo: str = "dqn") -> dict:
+    """The side's settings: the zoo's DQN entry for the env (or the env it discretises), MaskablePPO's defaults.
+
+    With `scaled_timesteps`, the DQN schedule is scaled to them (learning_starts at the same fraction).
+    """
+    if algo == "maskable-ppo":
+        return dict(MASKABLE_PPO)
+    name = env_id.rpartition(":")[2]
+    if algo == "dqn-flat":
+        from bench.action_kinds import UNDERLYING
+
+        name = UNDERLYING.get(name, name)
+    if name not in ZOO:
+        raise SystemExit(f"sb3_snapshots: no rl-baselines3-zoo DQN recipe here for {env_id} (known: {sorted(ZOO)})")
+    params = dict(ZOO[name])
     if scaled_timesteps:
         params["learning_starts"] = round(params["learning_starts"] * scaled_timesteps / params["n_timesteps"])
         params["n_timesteps"] = int(scaled_timesteps)
     return params
 
 
+def make_model(algo: str, env_id: str, seed: int, params: dict):
+    """(model, the module of it whose weights are saved) for `algo` on its env (bench/action_kinds.py's `peer_env`)."""
+    from bench.action_kinds import legal_actions, peer_env
+
+    env = peer_env(env_id, algo)
+    if algo == "maskable-ppo":
+        from sb3_contrib import MaskablePPO
+        from sb3_contrib.common.wrappers import ActionMasker
+
+        model = MaskablePPO(params.pop("policy"), ActionMasker(env, legal_actions), seed=seed, verbose=0,
+                            device="cpu", **params)
+        return model, model.policy
+    from stable_baselines3 import DQN
+
+    model = DQN(params.pop("policy"), env, seed=seed, verbose=0, device="cpu", **params)
+    return model, model.q_net
+
+
 def main() -> None:
-    """Trains until the budget passes, saving the q_net at each mark."""
+    """Trains until the budget passes, saving the policy at each mark."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--env-id", required=True, choices=sorted(ZOO))
+    parser.add_argument("--env-id", required=True, help="a gymnasium id (`module:EnvId` for bench/action_kinds.py's)")
+    parser.add_argument("--algo", choices=("dqn", "dqn-flat", "maskable-ppo"), default="dqn")
     parser.add_argument("--seed", type=int, required=True)
     parser.add_argument("--budget-s", type=float, required=True)
     parser.add_argument("--started-epoch", type=float, required=True, help="the harness's Popen time (epoch s)")
@@ -63,23 +117,23 @@ def main() -> None:
     parser.add_argument("--snapshots", required=True)
     parser.add_argument("--scaled-timesteps", type=int, default=None)
     args = parser.parse_args()
+    sys.path.insert(0, REPO)  # bench.action_kinds: its envs and wrappers
 
-    import gymnasium as gym
     import torch
-    from stable_baselines3 import DQN
     from stable_baselines3.common.callbacks import BaseCallback
 
     torch.set_num_threads(1)  # one BLAS thread, as each of the service's roles
-    params = recipe(args.env_id, args.scaled_timesteps)
+    params = recipe(args.env_id, args.scaled_timesteps, args.algo)
     os.makedirs(args.snapshots, exist_ok=True)
     with open(os.path.join(args.snapshots, "recipe.json"), "w", encoding="utf-8") as handle:
-        json.dump({"env_id": args.env_id, "scaled_timesteps": args.scaled_timesteps, **params}, handle)
-    n_timesteps, policy = params.pop("n_timesteps"), params.pop("policy")
+        json.dump({"env_id": args.env_id, "algo": args.algo, "scaled_timesteps": args.scaled_timesteps, **params},
+                  handle)
+    n_timesteps = params.pop("n_timesteps")
     marks = sorted(args.marks)
     log = open(os.path.join(args.snapshots, "marks.jsonl"), "a", encoding="utf-8")  # noqa: SIM115
 
     class Snapshots(BaseCallback):
-        """Saves the q_net at every mark passed; stops the training at the budget."""
+        """Saves the policy's weights at every mark passed; stops the training at the budget."""
 
         def __init__(self):
             super().__init__()
@@ -87,10 +141,12 @@ def main() -> None:
 
         def save(self, index: int, now: float) -> None:
             name = f"mark-{index:02d}.pt"
-            torch.save(self.model.q_net.state_dict(), os.path.join(args.snapshots, name))
+            torch.save(saved.state_dict(), os.path.join(args.snapshots, name))
+            exploration = getattr(self.model, "exploration_rate", None)
             log.write(json.dumps({"mark": index, "mark_s": marks[index], "at_s": round(now - args.started_epoch, 2),
                                   "train_step": self.model._n_updates, "env_steps": self.num_timesteps,
-                                  "exploration_rate": round(self.model.exploration_rate, 4), "file": name}) + "\n")
+                                  "exploration_rate": None if exploration is None else round(exploration, 4),
+                                  "file": name}) + "\n")
             log.flush()
 
         def _on_step(self) -> bool:
@@ -100,8 +156,7 @@ def main() -> None:
                 self.next += 1
             return self.next < len(marks) and now - args.started_epoch < args.budget_s
 
-    env = gym.make(args.env_id)
-    model = DQN(policy, env, seed=args.seed, verbose=0, device="cpu", **params)
+    model, saved = make_model(args.algo, args.env_id, args.seed, params)
     callback = Snapshots()
     while callback.next < len(marks):
         model.learn(total_timesteps=n_timesteps, callback=callback, reset_num_timesteps=False)

@@ -3,6 +3,8 @@
 - `making.py`: `EnvOptions` and `make_gym_env` (`gym.make` plus the wrappers every role applies).
 - `atari.py`: ale-py ids and the book's Atari preprocessing.
 - `spaces.py`: gymnasium spaces -> TF-Agents specs, and which spaces DQN accepts.
+- `action_spaces.py`: the env's actions as the service acts on them (Discrete, several dimensions flat or branched).
+- `action_masks.py`: masks of valid actions: which convention an env follows, the mask as an observation part.
 - `vector_env.py`: `GymnasiumVectorEnvironment`, N envs as one batched PyEnvironment.
 - `faults.py`: sub-envs that raise are recreated instead of ending the process.
 - `call_timer.py`: a deadline on every call into the env (a step that never returns).

@@ -35,6 +35,10 @@ class EnvFailed(ServiceError):
     """A user's env that keeps failing; the message names the env and its error."""
 
 
+class BrokenEnvPromise(RuntimeError):
+    """An env broke a rule a wrapper of ours checks; its message says which (a traceback would show our wrapper)."""
+
+
 @dataclasses.dataclass(frozen=True)
 class EnvFault:
     """One exception raised by a sub-env (then recreated)."""
@@ -74,6 +78,8 @@ class RecoveringEnv(gym.Wrapper):
 
     def _record(self, phase: str, error: BaseException | str, trace: str | None = None) -> None:
         description = error if isinstance(error, str) else _describe(error)
+        if isinstance(error, BrokenEnvPromise):
+            trace = ""
         fault = EnvFault(self._index, phase, description, traceback.format_exc() if trace is None else trace)
         log_fault(self._env_id, fault)  # now: a fault that ends the process is in the log before the exit line
         self._faults.append(fault)

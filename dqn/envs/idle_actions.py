@@ -32,14 +32,15 @@ class IdleActionCounts:
     """Per action, the random-play steps that tried it and the ones on which it idled."""
 
     def __init__(self):
-        self.tried: dict[int, int] = {}
-        self.idled: dict[int, int] = {}
+        self.tried: dict[int | tuple, int] = {}
+        self.idled: dict[int | tuple, int] = {}
         self._before = None  # the observation the next step starts from
 
     def see(self, step: PlayedStep) -> None:
         """Counts a step (a reset only sets the observation the next step starts from)."""
         if step.action is not None and not step.terminated:
-            action = int(step.action)
+            # One key per action: an index, or a vector of them (a branching layout's several dimensions).
+            action = int(step.action) if np.ndim(step.action) == 0 else tuple(np.ravel(step.action).tolist())
             self.tried[action] = self.tried.get(action, 0) + 1
             idles = step.reward == 0 and same_observation(self._before, step.observation)
             self.idled[action] = self.idled.get(action, 0) + int(idles)

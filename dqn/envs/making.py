@@ -15,8 +15,11 @@ from typing import Any, NamedTuple
 import gymnasium as gym
 from tf_agents.specs import array_spec
 
+from dqn.envs.action_masks import MaskInObservation, action_form_of
+from dqn.envs.action_spaces import ActionForm, service_actions
 from dqn.envs.atari import atari_make_kwargs, atari_wrappers, is_atari
 from dqn.envs.spaces import EnvError, action_spec, check_spaces, observation_spec
+from dqn.settings.common import MAX_BRANCH_OUTPUTS, MAX_FLAT_ACTIONS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,6 +41,10 @@ class EnvOptions:
     atari_frame_stack: int = 4
     atari_repeat_action_probability: float = 0.25
     observation_history: int = 1
+    action_mask: str = "none"
+    action_mask_key: str = "action_mask"
+    max_flat_actions: int = MAX_FLAT_ACTIONS
+    max_branch_outputs: int = MAX_BRANCH_OUTPUTS
 
     @classmethod
     def from_config(cls, config: Any, **overrides: Any) -> EnvOptions:
@@ -49,6 +56,8 @@ class EnvOptions:
         if options["observation_history"] is None:
             raise ValueError("observation_history auto must be resolved before the env is made "
                              "(dqn.resolve.resolve_settings)")
+        if options["action_mask"] == "auto":
+            raise ValueError("action_mask auto must be resolved before the env is made (dqn.resolve.resolve_settings)")
         return cls(**options)
 
     def for_evaluation(self) -> EnvOptions:
@@ -67,12 +76,19 @@ def gym_make_kwargs(env_id: str, options: EnvOptions, kwargs: dict[str, Any]) ->
 
 
 def env_wrappers(env_id: str, options: EnvOptions) -> list[Callable[[gym.Env], gym.Env]]:
-    """Wrappers applied to each made env, innermost first; none for non-Atari ids with default options."""
-    wrappers: list[Callable[[gym.Env], gym.Env]] = []
+    """Wrappers applied to each made env, innermost first; for a Discrete env without a mask none but Atari's.
+
+    The service's action layout first (dqn/envs/action_spaces.py), the mask of valid actions after the
+    observation history (which stacks the env's own vector observation) and inside the episode cap.
+    """
+    wrappers: list[Callable[[gym.Env], gym.Env]] = [functools.partial(
+        service_actions, max_flat=options.max_flat_actions, max_branch=options.max_branch_outputs)]
     if is_atari(env_id):
         wrappers += atari_wrappers(options)
     if options.observation_history > 1:
         wrappers.append(functools.partial(stack_vector_observations, steps=options.observation_history))
+    if options.action_mask != "none":
+        wrappers.append(functools.partial(MaskInObservation, source=options.action_mask, key=options.action_mask_key))
     if options.max_episode_steps:
         # Outermost, so the limit counts agent steps (an inner TimeLimit on Atari would count raw frames).
         wrappers.append(lambda env: gym.wrappers.TimeLimit(env, options.max_episode_steps))
@@ -134,11 +150,12 @@ class EnvSpecs(NamedTuple):
     observation: object  # an array spec, or a nest of them
     action: array_spec.BoundedArraySpec
     reward_threshold: float | None
+    actions: ActionForm  # the env's action space and the service's layout of it
 
 
 @functools.lru_cache(maxsize=32)
 def env_specs(env_id: str, options: EnvOptions = DEFAULT_OPTIONS) -> EnvSpecs:
-    """(observation spec, action spec, reward threshold) of an env id as wrapped by `options`, validated.
+    """(observation spec, action spec, reward threshold, action form) of an env id as wrapped by `options`, validated.
 
     Built once per process and (id, options) pair; pass `EnvOptions.from_config(config)` so every role
     derives the same preprocessed spaces.
@@ -146,6 +163,6 @@ def env_specs(env_id: str, options: EnvOptions = DEFAULT_OPTIONS) -> EnvSpecs:
     env = make_gym_env(env_id, options)
     try:
         return EnvSpecs(observation_spec(env.observation_space), action_spec(env.action_space),
-                        env.spec.reward_threshold)
+                        env.spec.reward_threshold, action_form_of(env))
     finally:
         env.close()

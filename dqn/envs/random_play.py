@@ -7,6 +7,8 @@ that change nothing for `action_gap_alpha` (dqn/envs/idle_actions.py). The resol
 only caller, so a run plays its env at most once however many settings are left at auto.
 
 The play is seeded (the env's reset and its action space), so two probes of the same env see the same steps.
+Where the env gives a mask of valid actions (in its Dict observation or its info, under `mask_key`), random play
+draws among the valid actions only: an env may end an episode on an invalid one, or raise.
 """
 
 from __future__ import annotations
@@ -16,6 +18,9 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import NamedTuple, Protocol
 
+import numpy as np
+
+from dqn.envs.action_masks import action_form_of, raw_mask
 from dqn.envs.call_timer import EnvCallTimer
 from dqn.envs.making import EnvOptions, make_gym_env
 
@@ -32,6 +37,7 @@ class PlayedStep(NamedTuple):
     action: object | None
     reward: float = 0.0
     terminated: bool = False
+    info: dict | None = None
 
 
 class PlayObserver(Protocol):
@@ -42,46 +48,60 @@ class PlayObserver(Protocol):
 
 
 def random_play(env_id: str, options: EnvOptions, call_limit_s: float, seed: int, budget_s: float = PROBE_BUDGET_S,
-                max_steps: int = PROBE_STEPS) -> Iterator[PlayedStep]:
+                max_steps: int = PROBE_STEPS, mask_key: str | None = None) -> Iterator[PlayedStep]:
     """Each reset's and step's observation (with the step's seconds and action), for `max_steps` steps or `budget_s`.
 
     Every call into the env runs under `call_limit_s` (EnvCallTimeout past it); the budget's clock starts at the
     first reset, because a simulator that is slow to make is not slow to step. The env is closed when the iterator
-    is exhausted or closed.
+    is exhausted or closed. With `mask_key`, actions are drawn among those the env's mask allows.
     """
     env = make_gym_env(env_id, options)
+    rng = np.random.default_rng(seed)
     try:
         with EnvCallTimer(call_limit_s) as timer:
             env.action_space.seed(seed)
             timer.enter("reset")
-            observation, _ = env.reset(seed=seed)
+            observation, info = env.reset(seed=seed)
             timer.leave()
-            yield PlayedStep(observation, None, None)
+            yield PlayedStep(observation, None, None, info=info)
             deadline = time.perf_counter() + budget_s
             for _ in range(max_steps):
                 if time.perf_counter() >= deadline:
                     return
-                action = env.action_space.sample()
+                mask = None if mask_key is None else raw_mask(observation, info, mask_key)
+                action = env.action_space.sample() if mask is None else valid_random_action(env, mask, rng)
                 timer.enter("step")
                 started = time.perf_counter()
-                observation, reward, terminated, truncated, _ = env.step(action)
+                observation, reward, terminated, truncated, info = env.step(action)
                 seconds = time.perf_counter() - started
                 timer.leave()
-                yield PlayedStep(observation, seconds, action, float(reward), bool(terminated))
+                yield PlayedStep(observation, seconds, action, float(reward), bool(terminated), info)
                 if terminated or truncated:
                     timer.enter("reset")
-                    observation, _ = env.reset()
+                    observation, info = env.reset()
                     timer.leave()
-                    yield PlayedStep(observation, None, None)
+                    yield PlayedStep(observation, None, None, info=info)
     finally:
         env.close()
 
 
+def valid_random_action(env, mask, rng: np.random.Generator):
+    """A uniform action among those the env's `mask` allows, in the service's layout (any action if none is)."""
+    form = action_form_of(env)
+    service = form.service_mask(mask)
+    if not form.allows_some(service):
+        return env.action_space.sample()
+    valid = service.reshape(form.q_shape).astype(bool)
+    if form.layout == "branching":  # one value per dimension, each among its valid ones
+        return np.array([rng.choice(np.flatnonzero(row)) for row in valid], np.int64)
+    return int(rng.choice(np.flatnonzero(valid))) + form.start[0] * (form.layout == "single")
+
+
 def probe_env(env_id: str, options: EnvOptions, call_limit_s: float, seed: int, observers: Iterable[PlayObserver],
-              budget_s: float = PROBE_BUDGET_S, max_steps: int = PROBE_STEPS) -> None:
+              budget_s: float = PROBE_BUDGET_S, max_steps: int = PROBE_STEPS, mask_key: str | None = None) -> None:
     """Plays the env once at random and shows every step to each observer (errors of the env propagate)."""
     observers = list(observers)
-    play = random_play(env_id, options, call_limit_s, seed, budget_s, max_steps)
+    play = random_play(env_id, options, call_limit_s, seed, budget_s, max_steps, mask_key)
     try:
         for step in play:
             for observer in observers:

@@ -5,7 +5,8 @@ Observations: `Box` of any numeric or bool dtype and rank 0-3, `Discrete`, `Mult
 float Boxes and uint8/int32/int64 Boxes keep theirs; a bool Box and MultiBinary become uint8 (TF-Agents' bounded
 specs have no bool bounds; both are one byte); other integer Boxes become int32 (int64 for uint32), the nearest
 dtypes TF-Agents can sample specs of; Discrete and MultiDiscrete become int64 indices. The network converts each
-part (dqn/model/encoders.py). Actions: `Discrete` only.
+part (dqn/model/encoders.py). Actions: what the service acts on after dqn/envs/action_spaces.py laid out the env's
+own (a `Discrete`, or a `MultiDiscrete` of 0-based indices for a branching Q-network).
 """
 
 from __future__ import annotations
@@ -31,10 +32,11 @@ class EnvError(BadInput, ValueError):
 
 
 def check_spaces(env_id: str, observation_space: gym.Space, action_space: gym.Space) -> None:
-    """DQN needs a Discrete action space and an observation space `observation_spec` accepts."""
-    if not isinstance(action_space, gym.spaces.Discrete):
-        raise EnvError(f"env {env_id!r} has action space {action_space}; DQN needs a Discrete action space "
-                       "(for continuous control use an actor-critic algorithm, or discretize the actions)")
+    """The service's action space (dqn/envs/action_spaces.py) and an observation space `observation_spec` accepts."""
+    if not isinstance(action_space, gym.spaces.Discrete | gym.spaces.MultiDiscrete):
+        raise EnvError(f"env {env_id!r} has action space {action_space}; DQN needs Discrete, MultiDiscrete or a "
+                       "Tuple of Discrete actions (for continuous control use an actor-critic algorithm, or "
+                       "discretize the actions)")
     try:
         observation_spec(observation_space)
     except EnvError as error:
@@ -103,8 +105,11 @@ def observation_converter(spec):
                                                      observation, spec)
 
 
-def action_spec(space: gym.spaces.Discrete) -> array_spec.BoundedArraySpec:
-    """TF-Agents spec of a Discrete action space: int64 scalar in [start, start + n - 1]."""
+def action_spec(space: gym.spaces.Discrete | gym.spaces.MultiDiscrete) -> array_spec.BoundedArraySpec:
+    """TF-Agents spec of the service's action space: int64 scalar in [start, start + n - 1], or int64 [D] from 0."""
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        return array_spec.BoundedArraySpec(space.shape, np.int64, minimum=0,
+                                           maximum=np.asarray(space.nvec, np.int64) - 1, name="action")
     start = int(space.start)
     return array_spec.BoundedArraySpec((), np.int64, minimum=start, maximum=start + int(space.n) - 1,
                                        name="action")

@@ -45,7 +45,7 @@ class GymnasiumVectorEnvironment(py_environment.PyEnvironment):
                  **make_kwargs: Any):
         super().__init__(handle_auto_reset=False)  # the vector env resets finished envs itself
         options = options or DEFAULT_OPTIONS
-        env_specs(env_id, options)  # validates the id and spaces before building N copies
+        self.action_form = env_specs(env_id, options).actions  # validates the id and spaces before building N copies
         kwargs = gym_make_kwargs(env_id, options, make_kwargs)
         wrappers = env_wrappers(env_id, options)
 

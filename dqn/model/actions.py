@@ -16,10 +16,18 @@ treats such a row as all valid: the unmasked argmax, max and uniform draw.
 
 Where TF-Agents picks the action itself (QPolicy and GreedyPolicy behind the graph collect and evaluation policies,
 EpsilonGreedyPolicy's random actions, DqnAgent's target max) we only configure it: a mask enters there through
-DqnAgent's `observation_and_action_constraint_splitter`, not through this module.
+DqnAgent's `observation_and_action_constraint_splitter`, which `ValidActions.splitter` gives.
+
+`ValidActions` says where a run's mask sits in its observation (dqn/envs/action_masks.py puts it there) and what
+the Q-network reads of that observation: the other parts only, unless `action_mask_input` asks for the mask too.
+Actions of a branching Q-network (dqn/model/branching.py) are vectors of D indices chosen from Q-values [..., D,
+n_max]; the functions here then work per dimension, and the mask [..., D, n_max] also rules out the values a
+narrower dimension lacks.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 import tensorflow as tf
@@ -56,8 +64,11 @@ def max_q_values(q_values: np.ndarray, mask: np.ndarray | None = None) -> np.nda
 
 
 def taken_q_values(q_values: np.ndarray, actions: np.ndarray) -> np.ndarray:
-    """Q-values [N, A] at each row's action [N] (indices)."""
-    return q_values[np.arange(len(actions)), actions]
+    """Q-values [N, A] at each row's action [N] (indices); [N, D, A] at [N, D] per dimension."""
+    actions = np.asarray(actions)
+    if actions.ndim == 1:
+        return q_values[np.arange(len(actions)), actions]
+    return np.take_along_axis(q_values, actions[..., None], axis=-1)[..., 0]
 
 
 def random_actions(rng: np.random.Generator, size, num_actions: int, mask: np.ndarray | None = None,
@@ -75,7 +86,7 @@ def random_actions(rng: np.random.Generator, size, num_actions: int, mask: np.nd
 
 def _valid_tf(mask) -> tf.Tensor:
     """The mask with every row that allows nothing opened to all actions (see the module docstring)."""
-    mask = tf.convert_to_tensor(mask, tf.bool)
+    mask = tf.cast(mask, tf.bool)  # a stored mask is uint8
     return tf.logical_or(mask, tf.logical_not(tf.reduce_any(mask, axis=-1, keepdims=True)))
 
 
@@ -117,3 +128,97 @@ def random_actions_tf(generator: tf.random.Generator, shape, num_actions: int, m
                        counts - 1)
     before = tf.cast(tf.cumsum(tf.cast(valid, tf.int32), axis=-1) <= picks[..., None], tf.int32)
     return tf.cast(tf.reduce_sum(before, axis=-1) + minimum, dtype)
+
+
+@dataclasses.dataclass(frozen=True)
+class ValidActions:
+    """A run's actions and where its mask of valid actions sits: built once from the settings and the specs.
+
+    `mask_key` names the observation's mask part (None: no mask); the Q-network reads the parts `network_keys`
+    (one is read alone), or the whole observation where that is None. `padding` (branching only) marks the values
+    each dimension has. Actions are `minimum` + indices into the Q-values, shaped `action_shape` per observation.
+    """
+
+    q_shape: tuple[int, ...]
+    action_shape: tuple[int, ...] = ()
+    minimum: int = 0
+    mask_key: str | None = None
+    network_keys: tuple[str, ...] | None = None
+    padding: np.ndarray | None = dataclasses.field(default=None, compare=False)
+
+    @classmethod
+    def of(cls, observation_spec, action_spec, mask_key: str | None = None, mask_input: bool = False):
+        """From the specs; `mask_key` is the resolved setting's key (None for action_mask none)."""
+        if tuple(action_spec.shape):  # a branching layout: one index per dimension
+            nvec = np.asarray(action_spec.maximum, np.int64).reshape(-1) + 1
+            width = int(nvec.max())
+            padding = np.arange(width)[None, :] < nvec[:, None]
+            kwargs = {"q_shape": (len(nvec), width), "action_shape": (len(nvec),),
+                      "padding": None if padding.all() else padding}
+        else:
+            minimum = int(action_spec.minimum)
+            kwargs = {"q_shape": (int(action_spec.maximum) - minimum + 1,), "minimum": minimum}
+        if mask_key is None or not isinstance(observation_spec, dict) or mask_key not in observation_spec:
+            return cls(**kwargs)
+        rest = None if mask_input else tuple(key for key in sorted(observation_spec) if key != mask_key)
+        return cls(**kwargs, mask_key=mask_key, network_keys=rest)
+
+    @property
+    def masked(self) -> bool:
+        """True where the observation holds a mask of valid actions."""
+        return self.mask_key is not None
+
+    @property
+    def num_actions(self) -> int:
+        """Values of one action (of one dimension, for a branching layout)."""
+        return self.q_shape[-1]
+
+    def network_observation(self, observation):
+        """What the Q-network reads of an observation (numpy, tensors or specs alike)."""
+        if self.network_keys is None:
+            return observation
+        if len(self.network_keys) == 1:
+            return observation[self.network_keys[0]]
+        return {key: observation[key] for key in self.network_keys}
+
+    def splitter(self):
+        """DqnAgent's `observation_and_action_constraint_splitter` (None without a mask): (network input, mask)."""
+        if not self.masked:
+            return None
+        return lambda observation: (self.network_observation(observation), observation[self.mask_key])
+
+    def mask(self, observation) -> np.ndarray | None:
+        """Bool [N, *q_shape] of a batch of observations: the env's mask and the padding; None if every one is valid."""
+        if self.masked:
+            mask = np.asarray(observation[self.mask_key]).reshape(-1, *self.q_shape) != 0
+            return mask if self.padding is None else mask & self.padding
+        if self.padding is None:
+            return None
+        return np.broadcast_to(self.padding, (len(tf.nest.flatten(observation)[0]), *self.q_shape))
+
+    def mask_tf(self, observation) -> tf.Tensor | None:
+        """`mask` in TF, from a batch of observation tensors."""
+        mask = None
+        if self.masked:
+            mask = tf.reshape(tf.cast(observation[self.mask_key], tf.bool), [-1, *self.q_shape])
+        if self.padding is not None:
+            mask = tf.constant(self.padding) if mask is None else tf.logical_and(mask, self.padding)
+        return mask
+
+    def greedy(self, q_values: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
+        """Greedy actions (with the minimum) from Q-values [N, *q_shape]."""
+        actions = greedy_actions(q_values, mask)
+        return actions + self.minimum if self.minimum else actions
+
+    def random(self, rng: np.random.Generator, count: int, mask: np.ndarray | None) -> np.ndarray:
+        """`count` uniform valid actions; `mask` [count, *q_shape] or None."""
+        size = (count, *self.action_shape) if self.action_shape else count
+        return random_actions(rng, size, self.num_actions, mask, self.minimum)
+
+    def illegal(self, actions: np.ndarray, mask: np.ndarray | None) -> int:
+        """How many of a batch of actions the mask [N, *q_shape] forbids (any of a branching action's values)."""
+        if mask is None:
+            return 0
+        indices = np.asarray(actions, np.int64) - self.minimum
+        allowed = np.take_along_axis(mask, indices.reshape(*indices.shape, 1), axis=-1)[..., 0]
+        return int((~allowed.reshape(len(indices), -1).all(axis=1)).sum())

@@ -15,7 +15,8 @@ from tf_agents.specs import tensor_spec
 from tf_agents.trajectories import time_step as ts
 from tf_agents.utils import common
 
-from dqn.model.actions import max_q_values_tf, taken_q_values_tf
+from dqn.model.actions import ValidActions, max_q_values_tf, taken_q_values_tf
+from dqn.model.branching import BranchingDqnAgent
 from dqn.model.networks import make_q_network
 from dqn.settings.config import CommonConfig
 
@@ -24,7 +25,8 @@ from dqn.settings.config import CommonConfig
 class AgentBundle:
     """An agent plus the specs the roles need; `epsilon` is the collect policy's live epsilon.
 
-    `config` is the one it was built from, settings decided from the env included (`DqnBuilder`).
+    `config` is the one it was built from, settings decided from the env included (`DqnBuilder`); `valid_actions`
+    says where the observation's mask of valid actions is and what the Q-network reads.
     """
 
     agent: dqn_agent.DqnAgent
@@ -34,6 +36,7 @@ class AgentBundle:
     epsilon: tf.Variable
     q_network: object
     config: CommonConfig
+    valid_actions: ValidActions
 
     @property
     def policy_variables(self) -> list[tf.Variable]:
@@ -49,9 +52,8 @@ class _AdvantageLearning:
     action that wastes a step (a no-op, worth gamma x V(s)) falls (1 - gamma) / (1 - alpha) x V(s) short of the
     best one instead of (1 - gamma) x V(s): at gamma 0.99 a gap the Q-network's own error no longer hides.
     The loss takes predictions minus targets, so the correction is added to the predicted Q(s, a) as a constant.
-    The max and the gathered Q(s, a) come from `dqn.model.actions`; with a mask of valid actions (the agent's
-    `observation_and_action_constraint_splitter`, which also masks TF-Agents' own target max), the override would
-    split `time_steps.observation` the same way and pass the mask of s to the max.
+    The max and the gathered Q(s, a) come from `dqn.model.actions`; with a mask of valid actions, the max is over
+    the actions valid in s (the agent's `observation_and_action_constraint_splitter` masks TF-Agents' own target max).
     """
 
     def __init__(self, *args, action_gap_alpha: float, **kwargs):
@@ -60,10 +62,12 @@ class _AdvantageLearning:
 
     def _compute_q_values(self, time_steps, actions, training=False):
         q_values = super()._compute_q_values(time_steps, actions, training=training)
-        target_q_values, _ = self._target_q_network(time_steps.observation, step_type=time_steps.step_type,
-                                                    training=False)
+        observation, mask = time_steps.observation, None
+        if self._observation_and_action_constraint_splitter is not None:
+            observation, mask = self._observation_and_action_constraint_splitter(observation)
+        target_q_values, _ = self._target_q_network(observation, step_type=time_steps.step_type, training=False)
         taken = taken_q_values_tf(target_q_values, actions)
-        gap = tf.cast(max_q_values_tf(target_q_values) - taken, q_values.dtype)
+        gap = tf.cast(max_q_values_tf(target_q_values, mask) - taken, q_values.dtype)
         return q_values + self._action_gap_alpha * tf.stop_gradient(gap)
 
 
@@ -75,12 +79,15 @@ class AdvantageLearningDdqnAgent(_AdvantageLearning, dqn_agent.DdqnAgent):
     """`DdqnAgent` (double DQN) with advantage-learning targets (`action_gap_alpha`)."""
 
 
-def agent_class(config: CommonConfig):
+def agent_class(config: CommonConfig, valid: ValidActions):
     """The TF-Agents agent class of the settings (plain or double DQN, advantage learning where alpha > 0).
 
     Alpha shapes only the learner's TD targets, never the variables: every role builds the same policy whatever it
-    is (the run decides it once, dqn/resolve.py).
+    is (the run decides it once, dqn/resolve.py). Vector actions get the branching agent, which takes both itself.
     """
+    if valid.action_shape:
+        return functools.partial(BranchingDqnAgent, valid_actions=valid, double_dqn=config.double_dqn,
+                                 action_gap_alpha=config.action_gap_alpha)
     if config.action_gap_alpha:
         chosen = AdvantageLearningDdqnAgent if config.double_dqn else AdvantageLearningDqnAgent
         return functools.partial(chosen, action_gap_alpha=config.action_gap_alpha)
@@ -93,26 +100,39 @@ def reinitialize_q_networks(bundle: AgentBundle) -> None:
     A freshly built network of the bundle's config supplies them (its layers' own initializers), so every layer
     kind starts as a new run would. The optimizer's moments are kept: they rescale steps, they hold no policy.
     """
-    fresh = make_q_network(bundle.config, bundle.time_step_spec.observation, bundle.action_spec)
+    fresh = make_q_network(bundle.config, bundle.valid_actions.network_observation(bundle.time_step_spec.observation),
+                           bundle.action_spec)
     fresh.create_variables()
     for network in (bundle.agent._q_network, bundle.agent._target_q_network):  # noqa: SLF001 - no public setter
         for target, source in zip(network.variables, fresh.variables, strict=True):
             target.assign(source)
 
 
+def valid_actions(config: CommonConfig, observation_spec, action_spec) -> ValidActions:
+    """The run's `ValidActions`: its action layout, and its mask where `action_mask` (resolved) reads one."""
+    key = None if config.action_mask in ("none", "auto") else config.action_mask_key
+    return ValidActions.of(observation_spec, action_spec, key, config.action_mask_input)
+
+
 def build_agent(config: CommonConfig, observation_array_spec, action_array_spec) -> AgentBundle:
-    """QNetwork + DqnAgent (or DdqnAgent) for the env's array specs, initialized; the same in every role."""
+    """QNetwork + DqnAgent (or DdqnAgent) for the env's array specs, initialized; the same in every role.
+
+    With a mask of valid actions the network reads the observation without it (unless `action_mask_input`), and
+    the agent's splitter hands the mask to TF-Agents' greedy and random actions and to the target's max.
+    """
     observation_spec = tensor_spec.from_spec(observation_array_spec)
     action_spec = tensor_spec.from_spec(action_array_spec)
     time_step_spec = ts.time_step_spec(observation_spec)
-    network = make_q_network(config, observation_spec, action_spec)
+    valid = valid_actions(config, observation_spec, action_spec)
+    network = make_q_network(config, valid.network_observation(observation_spec), action_spec)
     train_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="train_step")
     epsilon = tf.Variable(config.epsilon_start, dtype=tf.float32, trainable=False, name="epsilon")
     loss = common.element_wise_huber_loss if config.td_loss == "huber" else common.element_wise_squared_loss
-    agent = agent_class(config)(
+    agent = agent_class(config, valid)(
         time_step_spec,
         action_spec,
         q_network=network,
+        observation_and_action_constraint_splitter=valid.splitter(),
         optimizer=tf.keras.optimizers.Adam(learning_rate=config.learning_rate),
         epsilon_greedy=lambda: epsilon,
         gamma=config.gamma,
@@ -124,4 +144,23 @@ def build_agent(config: CommonConfig, observation_array_spec, action_array_spec)
         train_step_counter=train_step,
     )
     agent.initialize()
-    return AgentBundle(agent, time_step_spec, action_spec, train_step, epsilon, network, config)
+    return AgentBundle(agent, time_step_spec, action_spec, train_step, epsilon, network, config, valid)
+
+
+def illegal_target_actions_tf(bundle: AgentBundle, time_step: ts.TimeStep) -> tf.Tensor:
+    """How many of the actions the TD target bootstraps from at these observations their mask forbids (int32).
+
+    The action is the one the agent's target takes: the target network's greedy action, the online network's with
+    double DQN. 0 where the observations hold no mask.
+    """
+    valid = bundle.valid_actions
+    mask = valid.mask_tf(time_step.observation)
+    if mask is None:
+        return tf.constant(0, tf.int32)
+    agent = bundle.agent
+    greedy = agent.policy if bundle.config.double_dqn else agent._target_greedy_policy  # noqa: SLF001 - no accessor
+    indices = tf.cast(greedy.action(time_step).action, tf.int32) - valid.minimum
+    mask = tf.broadcast_to(mask, tf.concat([tf.shape(indices)[:1], valid.q_shape], axis=0))
+    allowed = tf.gather(mask, indices, axis=-1, batch_dims=indices.shape.rank)
+    rows = tf.reduce_all(tf.reshape(allowed, [tf.shape(indices)[0], -1]), axis=1)
+    return tf.reduce_sum(tf.cast(tf.logical_not(rows), tf.int32))

@@ -10,9 +10,10 @@ Every kind answers `actions(time_step) -> (actions [N], Q-values [N, A] or None)
 - `HeldRandomActions`' wrapper `HeldRandomCollectPolicy`: random actions held for a while over a greedy inner
   policy (dqn/model/exploration.py), which then replaces the inner policy's epsilon.
 
-Our own action choices (numpy greedy, warm-up and held random actions) go through `dqn.model.actions`; in the graph
-policy TF-Agents chooses, and a mask of valid actions would enter through DqnAgent's
-`observation_and_action_constraint_splitter` (dqn/model/agent.py).
+Our own action choices (numpy greedy, warm-up and held random actions) go through `dqn.model.actions`, among the
+valid actions of the observation's mask (`ValidActions`); in the graph policy TF-Agents chooses, with the mask from
+DqnAgent's `observation_and_action_constraint_splitter` (dqn/model/agent.py), or the branching policies do
+(dqn/model/branching.py).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Protocol
 import numpy as np
 from tf_agents.trajectories import time_step as ts
 
-from dqn.model.actions import random_actions
+from dqn.model.actions import ValidActions
 from dqn.model.agent import AgentBundle
 from dqn.model.exploration import HeldRandomActions
 from dqn.model.flat_weights import FlatWeights
@@ -51,8 +52,9 @@ class NumpyCollectPolicy:
 
     runs_in = "numpy"
 
-    def __init__(self, network: HostQNetwork, action_spec, seed: int, epsilon: float):
-        self._policy = HostEpsilonGreedy(network, action_spec, seed=seed)
+    def __init__(self, network: HostQNetwork, action_spec, seed: int, epsilon: float,
+                 valid: ValidActions | None = None):
+        self._policy = HostEpsilonGreedy(network, action_spec, seed=seed, valid=valid)
         self._epsilon = epsilon
 
     def actions(self, time_step: ts.TimeStep) -> tuple[np.ndarray, np.ndarray]:
@@ -82,7 +84,8 @@ class GraphCollectPolicy:
         self.set_epsilon(epsilon)
         self._weights = FlatWeights(bundle.policy_variables)
         if q_values:
-            self._act = batched_actions_and_q_values(bundle.agent.collect_policy, bundle.q_network)
+            self._act = batched_actions_and_q_values(bundle.agent.collect_policy, bundle.q_network,
+                                                     bundle.valid_actions)
         else:
             act = batched_actions(bundle.agent.collect_policy, num_envs)
             self._act = lambda time_step: (act(time_step), None)
@@ -103,19 +106,19 @@ class GraphCollectPolicy:
 
 
 class RandomCollectPolicy:
-    """Uniformly random actions: the actor's warm-up."""
+    """Uniformly random valid actions: the actor's warm-up."""
 
     runs_in = "numpy"
 
-    def __init__(self, action_spec, num_envs: int, seed: int):
-        self._minimum = int(action_spec.minimum)
-        self._num_actions = int(action_spec.maximum) - self._minimum + 1
+    def __init__(self, action_spec, num_envs: int, seed: int, valid: ValidActions | None = None):
+        self._valid = valid or ValidActions.of(None, action_spec)
         self._num_envs = num_envs
         self._rng = np.random.default_rng(seed)
 
     def actions(self, time_step: ts.TimeStep) -> tuple[np.ndarray, None]:
-        """One uniform action per env; no Q-values."""
-        return random_actions(self._rng, self._num_envs, self._num_actions, minimum=self._minimum), None
+        """One uniform valid action per env; no Q-values."""
+        mask = None if time_step is None else self._valid.mask(time_step.observation)
+        return self._valid.random(self._rng, self._num_envs, mask), None
 
     def set_weights(self, variables: list[np.ndarray]) -> None:
         """No weights."""
@@ -127,18 +130,21 @@ class RandomCollectPolicy:
 class HeldRandomCollectPolicy:
     """Held random actions over a greedy `inner` policy: the holds take the epsilon, the inner policy plays 0."""
 
-    def __init__(self, inner: CollectPolicy, holds: HeldRandomActions, epsilon: float):
+    def __init__(self, inner: CollectPolicy, holds: HeldRandomActions, epsilon: float,
+                 valid: ValidActions | None = None):
         self._inner = inner
         self._holds = holds
         self._epsilon = epsilon
+        self._valid = valid
         self.runs_in = inner.runs_in
         inner.set_epsilon(0.0)
 
     def actions(self, time_step: ts.TimeStep) -> tuple[np.ndarray, np.ndarray | None]:
-        """The inner policy's greedy actions, replaced where a hold runs or starts."""
+        """The inner policy's greedy actions, replaced where a hold runs or starts (among the valid actions)."""
         greedy, q_values = self._inner.actions(time_step)
         starts = time_step.step_type == ts.StepType.FIRST
-        return self._holds.actions(greedy, self._epsilon, episode_starts=starts), q_values
+        mask = None if self._valid is None else self._valid.mask(time_step.observation)
+        return self._holds.actions(greedy, self._epsilon, episode_starts=starts, mask=mask), q_values
 
     def set_weights(self, variables: list[np.ndarray]) -> None:
         """The inner policy's weights."""

@@ -12,7 +12,8 @@ The rules:
   Integer images are divided by their bound (uint8 frames by 255), unless they hold category codes
   (`image_encoding`): then each cell's value 0..CODE_DEPTH-1 in each channel becomes a one-hot vector, so the conv
   layers see (height, width, channels * CODE_DEPTH).
-- integer parts of rank 0-1 whose values span 3..256 indices (Discrete, MultiDiscrete) are one-hot encoded;
+- integer parts whose values span 3 or more indices are one-hot encoded: a single integer (Discrete) up to 4,096
+  values, each element of a vector (MultiDiscrete) up to 256;
 - everything else is a feature vector: cast to float32 and scaled by `observation_scaling`.
 """
 
@@ -31,8 +32,11 @@ AUTO_CONV_STACKS = (
     (5, ((16, 3, 1), (32, 3, 1))),  # small grids: every cell stays in view of a stride-1 kernel
     (3, ((16, 3, 1),)),
 )
-#: Integer parts with more distinct values than this are features, not one-hot indices.
+#: Integer vector parts with more distinct values per element than this are features, not one-hot indices.
 MAX_ONE_HOT = 256
+#: One integer (gymnasium's Discrete: a state's index, a category by definition) is one-hot up to this many values;
+#: its one-hot input then feeds the first dense layer at most this many rows of weights (4 MB at 256 units).
+MAX_ONE_HOT_SCALAR = 4096
 #: Bounds above this are "unbounded" in practice (some envs use float32's max); such features stay unscaled.
 LARGEST_SCALED_BOUND = 1e6
 
@@ -75,12 +79,15 @@ def conv_misfit(shape: tuple, layers) -> str | None:
 
 
 def one_hot_depth(spec) -> int | None:
-    """Indices per element for a one-hot part (integer, rank 0-1, 3..MAX_ONE_HOT values), else None."""
+    """Indices per element for a one-hot part, else None.
+
+    Integer parts only: rank 0 with 3..MAX_ONE_HOT_SCALAR values, rank 1 with 3..MAX_ONE_HOT values per element.
+    """
     if not np.issubdtype(_dtype(spec), np.integer) or len(spec.shape) > 1:
         return None
     low, high = np.asarray(spec.minimum, np.int64), np.asarray(spec.maximum, np.int64)
     depth = int(np.max(high - low)) + 1
-    return depth if 2 < depth <= MAX_ONE_HOT else None
+    return depth if 2 < depth <= (MAX_ONE_HOT_SCALAR if len(spec.shape) == 0 else MAX_ONE_HOT) else None
 
 
 def feature_scale(spec, mode: str) -> np.ndarray | None:

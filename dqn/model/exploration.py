@@ -53,24 +53,27 @@ class HeldRandomActions:
     A hold ends after its drawn length or at its episode's end; an env's hold is the only state kept between steps.
     """
 
-    def __init__(self, num_envs: int, minimum: int, maximum: int, exponent: float, seed: int):
+    def __init__(self, num_envs: int, minimum: int, maximum: int, exponent: float, seed: int,
+                 action_shape: tuple[int, ...] = ()):
         if exponent <= 1:
             raise ValueError(f"hold exponent must be > 1, got {exponent}")
         self._minimum, self._num_actions, self._exponent = minimum, maximum - minimum + 1, exponent
+        self._action_shape = tuple(action_shape)  # a branching layout's D dimensions, each from minimum..maximum
         # Until holds have finished, the uncut mean: an overestimate, so the random share starts at most epsilon.
         self.mean_hold = mean_hold_steps(exponent)
         self._rng = np.random.default_rng(seed)
         self._steps_left = np.zeros(num_envs, np.int64)
         self._steps_taken = np.zeros(num_envs, np.int64)
-        self._held = np.zeros(num_envs, np.int64)
+        self._held = np.zeros((num_envs, *self._action_shape), np.int64)
 
     def actions(self, greedy_actions: np.ndarray, epsilon: float,
-                episode_starts: np.ndarray | None = None) -> np.ndarray:
+                episode_starts: np.ndarray | None = None, mask: np.ndarray | None = None) -> np.ndarray:
         """The envs' actions this step: a held random action where one is running, else the greedy one.
 
         `episode_starts` marks the envs whose current step begins an episode: their holds end there. Held actions
-        are drawn by `dqn.model.actions`; with masks of valid actions, what a hold does when its action becomes
-        invalid is still to decide, so this takes no mask yet.
+        are drawn by `dqn.model.actions` among the valid ones of `mask` [N, ...] (None: all). A hold whose action
+        the mask now forbids goes on with a fresh valid one: the hold keeps its length, so the random share stays
+        epsilon, and no invalid action is ever taken.
         """
         if episode_starts is not None:
             cut = episode_starts & (self._steps_left > 0)
@@ -79,14 +82,30 @@ class HeldRandomActions:
         starts = (self._steps_left <= 0) & (self._rng.random(len(self._steps_left)) < start_probability)
         count = int(starts.sum())
         if count:
-            self._held[starts] = random_actions(self._rng, count, self._num_actions, minimum=self._minimum)
+            self._held[starts] = self._draw(count, None if mask is None else mask[starts])
             self._steps_left[starts] = np.minimum(self._rng.zipf(self._exponent, count), MAX_HOLD_STEPS)
             self._steps_taken[starts] = 0
         holding = self._steps_left > 0
+        if mask is not None:
+            self._redraw_forbidden(holding, mask)
         self._steps_left[holding] -= 1
         self._steps_taken[holding] += 1
         self._finish(holding & (self._steps_left == 0))
-        return np.where(holding, self._held, greedy_actions).astype(greedy_actions.dtype)
+        rows = holding.reshape(-1, *(1 for _ in self._action_shape))
+        return np.where(rows, self._held, greedy_actions).astype(greedy_actions.dtype)
+
+    def _draw(self, count: int, mask: np.ndarray | None) -> np.ndarray:
+        """`count` uniform random actions among the valid ones of `mask` (unmasked: one `integers` call, as always)."""
+        size = (count, *self._action_shape) if self._action_shape else count
+        return random_actions(self._rng, size, self._num_actions, mask, minimum=self._minimum)
+
+    def _redraw_forbidden(self, holding: np.ndarray, mask: np.ndarray) -> None:
+        """Held actions the mask forbids now are drawn again among the valid ones."""
+        indices = (self._held - self._minimum).reshape(len(self._held), *self._action_shape, 1)
+        allowed = np.take_along_axis(mask, indices, axis=-1).reshape(len(self._held), -1).all(axis=1)
+        forbidden = holding & ~allowed
+        if forbidden.any():
+            self._held[forbidden] = self._draw(int(forbidden.sum()), mask[forbidden])
 
     def _finish(self, ending: np.ndarray) -> None:
         """Ends the marked envs' holds and folds their lengths into the running mean."""

@@ -4,8 +4,10 @@ Observations and actions cross the Python<->TF boundary through `graph_io` buffe
 and results: tensors handed between Python and TF keep their memory for good (dqn/model/graph_io.py).
 
 The actions are TF-Agents' own choice (its QPolicy, GreedyPolicy and EpsilonGreedyPolicy), not `dqn.model.actions`'s:
-a mask of valid actions enters them through DqnAgent's `observation_and_action_constraint_splitter`.
-`GraphQNetwork` returns Q-values only; its callers choose through `dqn.model.actions`.
+a mask of valid actions enters them through DqnAgent's `observation_and_action_constraint_splitter`. A branching
+network's policies (dqn/model/branching.py) choose through `dqn.model.actions`.
+`GraphQNetwork` returns Q-values only, of what the network reads of an observation; its callers choose through
+`dqn.model.actions`.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import numpy as np
 import tensorflow as tf
 from tf_agents.trajectories import time_step as ts
 
+from dqn.model.actions import ValidActions
 from dqn.model.flat_weights import FlatWeights
 from dqn.model.graph_io import HostInput, HostOutput
 
@@ -103,12 +106,14 @@ def _feed_forward_actions(policy, batch: int) -> Callable[[object], np.ndarray]:
 class GraphQNetwork:
     """A feed-forward Q-network with the numpy mirror's interface (`q_values`, `set_weights`), run in one graph call.
 
-    For networks the mirror cannot copy (conv, nested observations): callers that step envs from Python (the
-    evaluator's loop) use it as they use `HostQNetwork`, and no tensor crosses per call.
+    For networks the mirror cannot copy (conv, nested observations, branching): callers that step envs from Python
+    (the evaluator's loop) use it as they use `HostQNetwork`, and no tensor crosses per call. `q_shape`: the Q-values
+    of one observation (the network's own output where not given).
     """
 
-    def __init__(self, network, variables: list[tf.Variable]):
+    def __init__(self, network, variables: list[tf.Variable], q_shape: tuple[int, ...] | None = None):
         self._network = network
+        self._q_shape = tuple(q_shape) if q_shape else (network.layers[-1].units,)
         self._weights = FlatWeights(variables)
         self._graphs: dict[int, Callable[[object], np.ndarray]] = {}
 
@@ -125,7 +130,7 @@ class GraphQNetwork:
 
     def _q_values_graph(self, batch: int) -> Callable[[object], np.ndarray]:
         inputs = _ObservationInputs(self._network.input_tensor_spec, batch)
-        q_values = HostOutput((batch, self._network.layers[-1].units), tf.float32)
+        q_values = HostOutput((batch, *self._q_shape), tf.float32)
 
         @tf.function(autograph=False)
         def compute():
@@ -140,7 +145,8 @@ class GraphQNetwork:
         return call
 
 
-def batched_actions_and_q_values(policy, network) -> Callable[[ts.TimeStep], tuple[np.ndarray, np.ndarray]]:
+def batched_actions_and_q_values(policy, network, valid: ValidActions
+                                 ) -> Callable[[ts.TimeStep], tuple[np.ndarray, np.ndarray]]:
     """Like `batched_actions` (feed-forward policies), also returning the Q-values [N, actions] of the observations.
 
     The actor needs them for its own TD errors (initial_priority=td_error); one graph call for both.
@@ -148,7 +154,7 @@ def batched_actions_and_q_values(policy, network) -> Callable[[ts.TimeStep], tup
     @tf.function(autograph=False)
     def act(step_type, reward, discount, observation):
         action = policy.action(ts.TimeStep(step_type, reward, discount, observation)).action
-        q_values, _ = network(observation, step_type=step_type, training=False)
+        q_values, _ = network(valid.network_observation(observation), step_type=step_type, training=False)
         return action, q_values
 
     def act_and_q(time_step: ts.TimeStep) -> tuple[np.ndarray, np.ndarray]:

@@ -15,13 +15,21 @@ import tensorflow as tf
 from tf_agents.networks import q_network, q_rnn_network
 
 from dqn.envs.spaces import is_nested
+from dqn.model.branching import BranchingQNetwork
 from dqn.model.encoders import conv_misfit, input_kwargs, is_image
 from dqn.settings.config import CommonConfig
 from dqn.settings.loading import ConfigError
 
 
-def check_network_input(config: CommonConfig, observation_spec) -> None:
-    """Explicit conv layers need image parts and must fit each of them; ConfigError naming the misfit otherwise."""
+def check_network_input(config: CommonConfig, observation_spec, action_spec=None) -> None:
+    """Explicit conv layers need image parts and must fit each of them; ConfigError naming the misfit otherwise.
+
+    A branching Q-network (vector actions) is feed-forward: an LSTM is refused with it.
+    """
+    if action_spec is not None and tuple(action_spec.shape) and config.lstm_size:
+        raise ConfigError("lstm_size", f"env {config.env_id!r} has more action combinations than --max-flat-actions "
+                                       f"{config.max_flat_actions}, which a branching Q-network takes, and it has no "
+                                       "recurrent form: leave lstm_size unset, or raise --max-flat-actions")
     if config.conv_layer_params is None:
         return
     parts = tf.nest.flatten(observation_spec)
@@ -101,10 +109,16 @@ def make_q_network(config: CommonConfig, observation_spec, action_spec):
     Why after: an LSTM's output is tanh-bounded, so Q-values read straight off it (one linear layer) can only
     reach returns in the tens through slowly growing weights; a ReLU MLP between the LSTM and the Q-values
     scales freely, as in the feed-forward network. `config.image_encoding` must be resolved (DqnBuilder does it):
-    roles that guessed differently would build networks whose weights do not fit each other.
+    roles that guessed differently would build networks whose weights do not fit each other. Vector actions (a
+    multi-discrete layout too large to number) get a `BranchingQNetwork`, in float32.
     """
     if config.image_encoding == "auto":
         raise ValueError("image_encoding auto must be resolved before the network is built (DqnBuilder does it)")
+    if tuple(action_spec.shape):
+        encoders = input_kwargs(observation_spec, config.conv_layers(), config.observation_scaling,
+                                config.image_encoding)
+        return BranchingQNetwork(observation_spec, tuple(action_spec.maximum.reshape(-1) + 1),
+                                 fc_layer_params=config.fc_layer_params, **encoders)
     if resolved_compute_dtype(config) == "bfloat16":
         with keras_dtype_policy("mixed_bfloat16"):  # the input encoders too (a Dict's image parts have convs)
             encoders = input_kwargs(observation_spec, config.conv_layers(), config.observation_scaling,

@@ -17,7 +17,7 @@ import numpy as np
 import tensorflow as tf
 from tf_agents.networks import encoding_network, q_network
 
-from dqn.model.actions import greedy_actions, random_actions
+from dqn.model.actions import ValidActions
 
 #: Activations the mirror knows (True: relu); a Dense layer with any other keeps the graph policy.
 _RELU_OF = {tf.keras.activations.relu: True, tf.keras.activations.linear: False}
@@ -116,28 +116,33 @@ def _mlp_structure(network, variables: list[tf.Variable]) -> tuple[list[_DenseLa
 
 
 class HostEpsilonGreedy:
-    """Epsilon-greedy actions from a `HostQNetwork`, like TF-Agents' EpsilonGreedyPolicy over a QPolicy.
+    """Epsilon-greedy actions from a `HostQNetwork` (or a `GraphQNetwork`), like TF-Agents' EpsilonGreedyPolicy.
 
     With probability epsilon an env takes a uniformly random action (which may be the greedy one), otherwise
-    the first action of highest Q-value; both are chosen by `dqn.model.actions`, among the valid actions of `mask`.
+    the first action of highest Q-value; both are chosen by `dqn.model.actions`, among the valid actions: those of
+    `mask` where one is given, else those of the observation's own mask (`valid`, the run's `ValidActions`).
     """
 
-    def __init__(self, network: HostQNetwork, action_spec, seed: int):
+    def __init__(self, network: HostQNetwork, action_spec, seed: int, valid: ValidActions | None = None):
         self.network = network
-        self._minimum = int(action_spec.minimum)
-        self._num_actions = int(action_spec.maximum) - self._minimum + 1
+        self.valid = valid or ValidActions.of(None, action_spec)
         self._dtype = action_spec.dtype.as_numpy_dtype
         self._rng = np.random.default_rng(seed)
 
-    def actions_and_q_values(self, observation: np.ndarray, epsilon: float,
+    def actions_and_q_values(self, observation, epsilon: float,
                              mask: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """(actions [N], Q-values [N, actions]) for N observations; `mask` [N, actions]: the valid ones (None: all)."""
-        q_values = self.network.q_values(observation)
-        actions = (greedy_actions(q_values, mask) + self._minimum).astype(self._dtype)
+        """(actions [N], Q-values [N, actions]) for N observations; `mask` [N, actions]: the valid ones.
+
+        Without `mask` the observation's own (None where every action is valid).
+        """
+        valid = self.valid
+        if mask is None:
+            mask = valid.mask(observation)
+        q_values = self.network.q_values(valid.network_observation(observation))
+        actions = valid.greedy(q_values, mask).astype(self._dtype)
         explore = self._rng.random(len(actions)) < epsilon
         if explore.any():
-            actions[explore] = random_actions(self._rng, int(explore.sum()), self._num_actions,
-                                              None if mask is None else mask[explore], minimum=self._minimum)
+            actions[explore] = valid.random(self._rng, int(explore.sum()), None if mask is None else mask[explore])
         return actions, q_values
 
     def actions(self, observation: np.ndarray, epsilon: float, mask: np.ndarray | None = None) -> np.ndarray:

@@ -133,9 +133,14 @@ def check_batch(observation, action: np.ndarray, num_envs: int, observation_spec
             if part.dtype.kind == "f" and not np.isfinite(part).all():
                 raise InvalidItem("observation batch contains NaN or infinity")
     if action_spec is not None:
-        if action.dtype != action_spec.dtype or action.shape != (num_envs,):
-            raise InvalidItem(f"action batch {action.dtype}{action.shape} does not match {action_spec.dtype}")
-        if action.min() < action_spec.minimum or action.max() > action_spec.maximum:
+        if action.dtype != action_spec.dtype or action.shape != (num_envs, *action_spec.shape):
+            raise InvalidItem(f"action batch {action.dtype}{action.shape} does not match {action_spec.dtype}"
+                              f"{(num_envs, *action_spec.shape)}")
+        if action_spec.shape:  # a vector per env (branching): bounds per dimension
+            outside = np.any(action < action_spec.minimum) or np.any(action > action_spec.maximum)
+        else:
+            outside = action.min() < action_spec.minimum or action.max() > action_spec.maximum
+        if outside:
             raise InvalidItem(f"actions outside [{action_spec.minimum}, {action_spec.maximum}]: {action}")
 
 

@@ -18,7 +18,15 @@ from dqn.settings.presets import PRESET_NAMES
 #: Settings a run decides from its env when left at auto, and the value that means auto for each. The resolve step
 #: (dqn/resolve.py) decides them once per run; every role then uses exactly those values.
 AUTO_FROM_ENV = {"observation_history": None, "image_encoding": "auto", "action_gap_alpha": None,
-                 "samples_per_insert": None}
+                 "samples_per_insert": None, "action_mask": "auto"}
+
+#: Multi-discrete actions get one Q-value per combination up to this many combinations: the learner's SGD step
+#: slows with its output layer, and up to here that layer costs less than the rest of the step on a 2-core CPU
+#: (bench/action_heads.py measures it; docs/learning.md has the figures).
+MAX_FLAT_ACTIONS = 256
+#: Beyond that a branching Q-network, up to this many outputs (dimensions x values of the widest): where the output
+#: layer has come to cost about twice the rest of the step; a larger space is refused at start.
+MAX_BRANCH_OUTPUTS = 1024
 
 #: Transitions per SGD step when batch_size is auto; with an RNN, sequences holding about as many steps.
 AUTO_BATCH_TRANSITIONS = 256
@@ -35,7 +43,7 @@ class CommonConfig:
     root_dir: str = setting("runs/cartpole", "run directory for logs, summaries, checkpoints and the resolved "
                             "config.json")
     env_id: str = setting("CartPole-v1", "gymnasium environment id (module:Id imports module first); needs "
-                          "Discrete actions")
+                          "Discrete, MultiDiscrete or Tuple-of-Discrete actions")
     seed: int = setting(0, "base random seed; each actor and env derives its own from it", ge=0)
     replay_address: str = setting("localhost:8000", "host:port of the replay server (the replay data)")
     control_address: str | None = setting(None, "host:port of a server serving the variables, learner_requests and "
@@ -85,6 +93,18 @@ class CommonConfig:
     image_encoding: str = setting("auto", "integer image parts: scaled = divided by their bound; one-hot = values "
                                   "are category codes 0-15, one-hot per cell and channel; auto = one-hot where "
                                   "random play shows only values below 16", choices=("auto", "scaled", "one-hot"))
+    action_mask: str = setting("auto", "mask of valid actions: observation = the Dict observation's "
+                               "action_mask_key part, info = info[action_mask_key], none = no mask; auto = where the "
+                               "env's spaces or first reset show one", choices=("auto", "observation", "info", "none"))
+    action_mask_key: str = setting("action_mask", "key of the mask of valid actions in the observation or the info "
+                                   "(PettingZoo's and gymnasium's name by default)")
+    action_mask_input: bool = setting(False, "the mask of valid actions also enters the Q-network's input (by "
+                                      "default it only restricts which actions are chosen and maximized over)")
+    max_flat_actions: int = setting(MAX_FLAT_ACTIONS, "multi-discrete actions: one Q-value per combination up to this "
+                                    "many combinations, else a branching Q-network", ge=1)
+    max_branch_outputs: int = setting(MAX_BRANCH_OUTPUTS, "multi-discrete actions: largest branching Q-network, in "
+                                      "dimensions x values of the widest dimension; larger spaces are refused",
+                                      ge=1)
     learning_rate: float = setting(1e-3, "Adam learning rate", gt=0, le=1)
     gamma: float = setting(0.99, "discount factor per agent step", ge=0, le=1)
     td_loss: str = setting("huber", "TD error loss: huber or mse (squared error)", choices=("huber", "mse"))

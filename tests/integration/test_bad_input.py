@@ -9,7 +9,7 @@ pytestmark = pytest.mark.integration
 
 @pytest.mark.parametrize("args, env, fragment", [
     (["--env-id", "NoSuchEnv-v0"], {}, "unknown gymnasium env id 'NoSuchEnv-v0'"),
-    (["--env-id", "Pendulum-v1"], {}, "DQN needs a Discrete action space"),
+    (["--env-id", "Pendulum-v1"], {}, "DQN needs Discrete, MultiDiscrete or a Tuple of Discrete actions"),
     (["--replay-max-size", "-10"], {}, "--replay-max-size / DQN_REPLAY_MAX_SIZE: must be >= 1; got -10"),
     ([], {"DQN_REPLAY_MAX_SIZE": "lots"}, "DQN_REPLAY_MAX_SIZE: expected an integer, got 'lots'"),
     ([], {"DQN_NOT_A_SETTING": "1"}, "unknown environment variable DQN_NOT_A_SETTING"),

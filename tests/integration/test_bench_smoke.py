@@ -75,6 +75,12 @@ def check_actor_throughput(out: str, _: Path) -> None:
     assert "target = 20,000 env steps/s" in out, out
 
 
+def check_action_heads(out: str, _: Path) -> None:
+    rows = rows_starting(out, r"(flat|branching) ")  # head, size, outputs, SGD steps/s, rounds
+    assert [row.split()[:3] for row in rows] == [["flat", "4", "4"], ["branching", "2x3", "6"]], out
+    assert all(float(row.split()[3]) > 0 for row in rows), out
+
+
 def check_book_loop(out: str, _: Path) -> None:
     run = json_lines(out)[-1]
     assert run["train_steps"] == 30 and [step for step, _ in run["evals"]] == [15, 30], run
@@ -185,6 +191,8 @@ def check_fair_eval(_: str, tmp: Path) -> None:
 
 
 SMOKES = {
+    "action_heads": Smoke(("--flat", "4", "--branching", "2x3", "--seconds", "0.2", "--rounds", "1", "--batch-size",
+                           "16", "--fc-layer-params", "8"), check_action_heads),
     "actor_throughput": Smoke(("--seconds", "0.4", "--num-envs", "16", "--stock-seconds", "0.2", "--warmup-s", "0.5"),
                               check_actor_throughput),
     "book_loop": Smoke(("--budget-s", "200", "--max-train-steps", "30", "--eval-interval", "15"), check_book_loop),

@@ -70,11 +70,12 @@ def test_local_defaults_solve_cartpole(tmp_path):
     # where the two actions' Q-values tie to float32 precision an action can flip and one episode end differently
     # (seen once: 463 instead of 500 in a 30-episode replay). Hence at most one episode's worth of difference in the
     # total, not bit-for-bit equality; other weights would differ on many episodes.
-    replayed = play_exported_policy(str(root / "evaluator" / "best_policy"), "CartPole-v1", episodes=10,
-                                    seed=seed + 99_991)
+    replayed, illegal = play_exported_policy(str(root / "evaluator" / "best_policy"), "CartPole-v1", episodes=10,
+                                             seed=seed + 99_991)
+    assert illegal == 0  # CartPole has no mask: nothing is ever forbidden
     assert abs(replayed.sum() - 10 * meta["average_return"]) <= MAX_RETURN, (replayed, meta)
-    fresh = play_exported_policy(str(root / "evaluator" / "best_policy"), "CartPole-v1", episodes=30,
-                                 seed=confirmation_seed(seed, meta["train_step"]))
+    fresh, _ = play_exported_policy(str(root / "evaluator" / "best_policy"), "CartPole-v1", episodes=30,
+                                    seed=confirmation_seed(seed, meta["train_step"]))
     assert abs(fresh.sum() - 30 * meta["confirmed_return"]) <= MAX_RETURN, (fresh, meta)
     # `dqn-service policy-check` plays it on the same episodes through the CLI and reports the same figures.
     check = subprocess.run([sys.executable, "-m", "launcher", "policy-check", str(root / "evaluator" / "best_policy"),

@@ -158,6 +158,7 @@ def test_status_reports_tables_train_step_and_health(spawn, replay_server_factor
     # The run's settings decided once by the replay server (CartPole: fully observed, no images, no idle action).
     assert ("run settings: env CartPole-v1, seed 0; decided from the env: observation_history 1, image_encoding "
             "scaled, action_gap_alpha 0.0, samples_per_insert") in result.stdout
+    assert "action_mask none" in result.stdout  # CartPole gives no mask of valid actions
 
 
 def test_local_stops_every_role_cleanly_when_its_process_group_gets_sigterm(tmp_path):

@@ -69,7 +69,7 @@ def test_bad_batches_are_refused_before_sending(server):
     from dqn.envs.making import env_specs
     from dqn.replay_layout.writing import InvalidItem
 
-    observation_spec, action_spec, _ = env_specs("CartPole-v1")
+    observation_spec, action_spec, _, _ = env_specs("CartPole-v1")
     writer = TrajectoryStreams(server, NUM_ENVS, table="ours", observation_spec=observation_spec,
                                action_spec=action_spec)
     time_step, action, next_time_step = collect_steps(num_steps=2, max_episode_steps=10)[1]

@@ -107,7 +107,7 @@ def test_conv_agent_takes_uint8_observations():
 
 
 def test_breakout_spaces_are_uint8_84x84x4():
-    observation, action, _ = env_specs(BREAKOUT, EnvOptions())
+    observation, action, _, _ = env_specs(BREAKOUT, EnvOptions())
     assert is_atari(BREAKOUT) and not is_atari("CartPole-v1")
     assert observation.shape == (84, 84, 4) and observation.dtype == np.uint8
     assert (observation.minimum, observation.maximum) == (0, 255)
@@ -126,7 +126,7 @@ def test_vector_env_and_options_shape_the_observations():
     env = GymnasiumVectorEnvironment(BREAKOUT, 2, seed=0, options=EnvOptions(atari_frame_stack=2))
     assert env.reset().observation.shape == (2, 84, 84, 2)
     env.close()
-    color, _, _ = env_specs(BREAKOUT, EnvOptions(atari_grayscale=False, atari_screen_size=64))
+    color, _, _, _ = env_specs(BREAKOUT, EnvOptions(atari_grayscale=False, atari_screen_size=64))
     assert color.shape == (64, 64, 12)
 
 

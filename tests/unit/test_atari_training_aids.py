@@ -88,8 +88,8 @@ def test_fire_on_reset_leaves_games_without_fire_alone():
 
 
 def test_evaluation_plays_whole_games_with_unclipped_scores_and_keeps_fire():
-    config = EvaluatorConfig(env_id=BREAKOUT, observation_history=1, atari_terminal_on_life_loss=True,
-                             atari_clip_rewards=True, atari_fire_on_reset=True)
+    config = EvaluatorConfig(env_id=BREAKOUT, observation_history=1, action_mask="none",
+                             atari_terminal_on_life_loss=True, atari_clip_rewards=True, atari_fire_on_reset=True)
     _, options = evaluation_protocol(config)
     assert not options.atari_terminal_on_life_loss and not options.atari_clip_rewards
     assert options.atari_fire_on_reset

@@ -76,11 +76,13 @@ def test_re_checked_policies_are_ranked_by_their_confirmed_return_and_keep_it_ac
 def test_policy_check_plays_the_policy_on_envs_made_as_its_run_made_them(tmp_path):
     config = EvaluatorConfig(env_id="bench.pomdp_envs:CartPoleNoVelocity-v0", observation_history=3,
                              fc_layer_params=(8,))
-    bundle = resolved_builder(config).agent
+    builder = resolved_builder(config)
+    bundle = builder.agent
     best = BestPolicy(str(tmp_path), bundle.agent.policy, FlatWeights(bundle.policy_variables))
     assert best.offer(100, 50.0, weights_like(bundle, 0.1))
     best.export()
-    (tmp_path / "config.json").write_text(json.dumps(dataclasses.asdict(config)))
+    # As a run writes it: its settings resolved (no mask found, action_mask none).
+    (tmp_path / "config.json").write_text(json.dumps(dataclasses.asdict(builder.config)))
     assert run_env_options(str(tmp_path / "best_policy")) == (config.env_id, EnvOptions(observation_history=3))
     # The policy takes 6 features (3 x position and angle); envs made by the id alone give 2 and cannot be played.
     result = policy_check(str(tmp_path / "best_policy"), None, episodes=3, seed=7)

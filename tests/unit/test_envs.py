@@ -79,7 +79,7 @@ def test_batched_matches_single_envs_step_for_step():
 
 
 def test_specs():
-    observation, action, threshold = env_specs("CartPole-v1")
+    observation, action, threshold, _ = env_specs("CartPole-v1")
     assert observation.shape == (4,) and observation.dtype == np.float32
     assert action.dtype == np.int64 and (action.minimum, action.maximum) == (0, 1)
     assert threshold == 475.0
@@ -96,7 +96,7 @@ def test_an_env_module_that_cannot_be_imported_is_named():
 
 
 def test_continuous_action_space_is_refused():
-    with pytest.raises(EnvError, match="Discrete action space"):
+    with pytest.raises(EnvError, match="DQN needs Discrete, MultiDiscrete"):
         env_specs("Pendulum-v1")
 
 

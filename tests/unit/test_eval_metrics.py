@@ -24,8 +24,8 @@ SUCCEEDS = "tests.user_envs:SometimesSucceeds-v0"  # episodes of a seed divisibl
 def succeeds_config(loop: str, **overrides) -> EvaluatorConfig:
     """8 evaluation episodes (8 consecutive seeds: exactly 2 succeed) on the numpy or the in-graph loop."""
     network = {"lstm_size": (8,)} if loop == "graph" else {}
-    return EvaluatorConfig(env_id=SUCCEEDS, fc_layer_params=(8,), observation_history=1, eval_episodes=8,
-                           **network, **overrides)
+    return EvaluatorConfig(env_id=SUCCEEDS, fc_layer_params=(8,), observation_history=1, action_mask="none",
+                           eval_episodes=8, **network, **overrides)
 
 
 def loaded_episodes(config: EvaluatorConfig, loop: str):
@@ -61,7 +61,7 @@ def test_the_success_rate_of_final_infos_is_recorded(loop, tmp_path, capsys):
 
 def test_an_env_that_reports_no_success_has_no_success_rate():
     config = EvaluatorConfig(env_id="tests.user_envs:IdleRoom-v0", fc_layer_params=(8,), observation_history=1,
-                             eval_episodes=3)
+                             action_mask="none", eval_episodes=3)
     _, episodes, _ = loaded_episodes(config, "numpy")
     values = episodes.run(5)
     episodes.close()

@@ -18,8 +18,8 @@ BREAKOUT = "ALE/Breakout-v5"
 
 
 def protocol(**settings):
-    """The evaluation protocol of an evaluator's settings (observation history decided: 1)."""
-    return evaluation_protocol(EvaluatorConfig(observation_history=1, **settings))
+    """The evaluation protocol of an evaluator's settings (observation history decided: 1; no action mask)."""
+    return evaluation_protocol(EvaluatorConfig(observation_history=1, action_mask="none", **settings))
 
 
 def test_classic_control_evaluates_greedily_with_the_training_limit():
@@ -31,7 +31,7 @@ def test_classic_control_evaluates_greedily_with_the_training_limit():
 
 def test_atari_evaluates_at_epsilon_005_for_5_minutes_of_play():
     preset = resolve(EvaluatorConfig, environ={}, flags={"preset": "breakout"})
-    epsilon, options = evaluation_protocol(dataclasses.replace(preset, observation_history=1))
+    epsilon, options = evaluation_protocol(dataclasses.replace(preset, observation_history=1, action_mask="none"))
     assert epsilon == 0.05 and options.max_episode_steps == 18_000 // 4  # not the training cap of 27,000
     assert protocol(env_id=BREAKOUT, atari_frame_skip=5)[1].max_episode_steps == 3_600
     # A shorter training cap stays the cap.

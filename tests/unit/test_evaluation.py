@@ -269,7 +269,10 @@ def test_a_registered_metric_is_fed_and_recorded_without_cut_short_episodes(bund
     assert (record["episodes"], record["cut_short_episodes"]) == (whole.sum(), (~whole).sum())
     scalars = latest_scalars(tmp_path)
     assert scalars["eval/max_return"] == pytest.approx(returns[whole].max())
-    assert set(scalars) == {"eval/average_return", "eval/average_episode_length", "eval/max_return"}
+    # The illegal-action count is written beside the metrics (CartPole has no mask: always 0).
+    assert set(scalars) == {"eval/average_return", "eval/average_episode_length", "eval/max_return",
+                            "eval/illegal_actions"}
+    assert scalars["eval/illegal_actions"] == 0
     assert f"max_return={returns[whole].max():.1f}" in capsys.readouterr().out
 
 

@@ -70,7 +70,7 @@ def test_the_builder_gives_a_code_grid_one_hot_inputs_and_every_role_the_same_ne
 
 def test_a_network_is_never_built_on_an_undecided_encoding():
     config = CommonConfig(env_id="tests.user_envs:CodeGrid-v0")
-    spec, actions, _ = env_specs(config.env_id)
+    spec, actions, _, _ = env_specs(config.env_id)
     with pytest.raises(ValueError, match="image_encoding auto must be resolved"):
         make_q_network(dataclasses.replace(config, image_encoding="auto"), spec, actions)
 

@@ -8,7 +8,7 @@ import tensorflow as tf
 import tests.user_envs  # noqa: F401 - registers the user envs
 from dqn.envs.making import env_specs
 from dqn.envs.spaces import EnvError, observation_spec
-from dqn.model.encoders import auto_conv_layers, conv_misfit, image_size
+from dqn.model.encoders import auto_conv_layers, conv_misfit, image_size, one_hot_depth
 from dqn.resolve import resolved_builder
 from dqn.settings.config import CommonConfig
 from dqn.settings.loading import ConfigError
@@ -89,3 +89,17 @@ def test_every_kind_gets_a_network_and_the_replay_stores_its_own_dtype(name):
     for signature, spec in zip(stored, tf.nest.flatten(builder.observation_spec), strict=True):
         assert signature.dtype.as_numpy_dtype == spec.dtype  # e.g. a bool grid travels as one byte per cell
     env.close()
+
+
+@pytest.mark.parametrize("space, depth", [
+    (gym.spaces.Discrete(500), 500),  # Taxi's state index: a category, however many states
+    (gym.spaces.Discrete(4096), 4096),
+    (gym.spaces.Discrete(4097), None),  # past what one input layer should hold: a feature
+    (gym.spaces.Discrete(2), None),  # two values: a 0/1 feature says as much
+    (gym.spaces.MultiDiscrete([256, 3]), 256),
+    (gym.spaces.MultiDiscrete([257, 3]), None),  # a wide integer vector stays features
+    (gym.spaces.Box(0, 9, (4,), np.int64), 10),
+    (gym.spaces.Box(0, 1, (4,), np.float32), None),
+])
+def test_a_discrete_state_index_is_one_hot_up_to_4096_values_and_integer_vectors_up_to_256(space, depth):
+    assert one_hot_depth(observation_spec(space)) == depth

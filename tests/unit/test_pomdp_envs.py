@@ -33,7 +33,7 @@ def test_registers_on_import_and_keeps_only_position_and_angle():
 
 
 def test_the_service_makes_it_from_its_module_id():
-    observation, action, threshold = env_specs(ENV_ID, EnvOptions())
+    observation, action, threshold, _ = env_specs(ENV_ID, EnvOptions())
     assert observation.shape == (2,) and int(action.maximum) == 1 and threshold == 475.0
     envs = GymnasiumVectorEnvironment(ENV_ID, num_envs=2, seed=0)
     try:
@@ -44,7 +44,7 @@ def test_the_service_makes_it_from_its_module_id():
 
 def test_observation_history_concatenates_the_last_observations_oldest_first():
     options = EnvOptions(observation_history=3)
-    observation, _, _ = env_specs(ENV_ID, options)
+    observation, _, _, _ = env_specs(ENV_ID, options)
     assert observation.shape == (6,)
     env, plain = make_gym_env(ENV_ID, options), gym.make(ENV_ID)
     stacked, _ = env.reset(seed=5)

@@ -1,0 +1,74 @@
+"""The fair harness's sides: how each trains and is scored, which envs each fits, and the order of a seed's runs.
+
+- `ours`: `dqn-service local` with its defaults (a mask is found without flags); `ours-unmasked`: the same with
+  `--action-mask none` (the mask left unread: an illegal action does whatever the env does with it).
+- `sb3`, `sb3-scaled`: SB3 DQN with rl-baselines3-zoo's recipe for the env (bench/peers/sb3_snapshots.py), the
+  second with the recipe's schedule scaled to the env steps `sb3` reached.
+- `maskable-ppo`: sb3-contrib's MaskablePPO with its library defaults, the mask through `ActionMasker`.
+- `sb3-dqn-flat`: SB3 DQN over a MultiDiscrete env's combinations as one Discrete space (bench/action_kinds.py's
+  `FlatActions`), with the zoo's DQN recipe for the env it discretises.
+
+An env's kind picks its sides where none are given: `masked` (a mask in its Dict observation or its first reset's
+info) ours, ours-unmasked and maskable-ppo; `multi-discrete` (a MultiDiscrete or Tuple action space) ours and
+sb3-dqn-flat; `plain` ours, sb3 and sb3-scaled.
+"""
+
+from __future__ import annotations
+
+SIDES = ("ours", "ours-unmasked", "sb3", "sb3-scaled", "maskable-ppo", "sb3-dqn-flat")
+#: The service's sides and the flags each adds to the run's command line.
+OURS_FLAGS = {"ours": [], "ours-unmasked": ["--action-mask", "none"]}
+#: The peer sides and the algorithm bench/peers/sb3_snapshots.py trains for each.
+PEER_ALGOS = {"sb3": "dqn", "sb3-scaled": "dqn", "maskable-ppo": "maskable-ppo", "sb3-dqn-flat": "dqn-flat"}
+#: The sides of each env kind, where --sides does not name them.
+KIND_SIDES = {"plain": ("ours", "sb3", "sb3-scaled"), "masked": ("ours", "ours-unmasked", "maskable-ppo"),
+              "multi-discrete": ("ours", "sb3-dqn-flat")}
+
+
+def evaluator_side(side: str) -> str:
+    """bench/fair_eval.py's --side for a trained side: the service's, SB3's DQN (flat or not), or MaskablePPO."""
+    if side in OURS_FLAGS:
+        return "ours"
+    return "maskable-ppo" if side == "maskable-ppo" else "sb3"
+
+
+def kept_side(side: str) -> str:
+    """The score rows' side of the policy a service run kept and exported."""
+    return f"{side}-kept"
+
+
+def env_kind(env_id: str) -> str:
+    """`masked`, `multi-discrete` or `plain`, from the env's spaces and its first seeded reset."""
+    import gymnasium as gym
+
+    from bench.action_kinds import env_mask
+
+    env = gym.make(env_id)
+    try:
+        if isinstance(env.action_space, gym.spaces.MultiDiscrete | gym.spaces.Tuple):
+            return "multi-discrete"
+        return "masked" if env_mask(*env.reset(seed=0)) is not None else "plain"
+    finally:
+        env.close()
+
+
+def misfit(side: str, kind: str) -> str | None:
+    """Why `side` cannot run on an env of `kind`, or None."""
+    if side in ("ours", "ours-unmasked") and (side == "ours" or kind == "masked"):
+        return None
+    if side in KIND_SIDES[kind]:
+        return None
+    return f"side {side} needs an env of kind {' or '.join(k for k, s in KIND_SIDES.items() if side in s)}"
+
+
+def side_order(sides: list[str], position: int) -> list[str]:
+    """A seed's order of runs: `ours` at index position % n among the other sides, those in their given order.
+
+    So `ours` runs first, second, ... and last in turn over the seeds, and `sb3` always before `sb3-scaled`
+    (which needs its env steps).
+    """
+    others = [side for side in sides if side != "ours"]
+    if "ours" not in sides:
+        return others
+    index = position % len(sides)
+    return [*others[:index], "ours", *others[index:]]

@@ -1,0 +1,57 @@
+"""The fair harness's action kinds on envs CI has: illegal actions counted, random play, sides, flat numbering.
+
+Connect Four (pettingzoo) and the MultiDiscrete lander (Box2D) need bench extras CI does not install; their
+envs go through the same wrappers, checked here on Taxi-v4 and Pendulum-v1.
+"""
+
+from __future__ import annotations
+
+import json
+
+import gymnasium as gym
+import numpy as np
+
+from bench import fair_eval
+from bench.action_kinds import CountIllegal, FlatActions, GridActions, legal_actions
+from bench.fair_sides import env_kind, misfit, side_order
+from dqn.envs.action_spaces import ActionForm
+
+
+def test_an_action_the_taxi_mask_forbids_is_counted_and_a_valid_one_is_not():
+    env = CountIllegal(gym.make("Taxi-v4"))
+    env.reset(seed=1)
+    legal = legal_actions(env)
+    assert legal.dtype == bool and legal.any() and not legal.all(), legal
+    before = CountIllegal.illegal_total
+    env.step(int(np.flatnonzero(legal)[0]))
+    assert CountIllegal.illegal_total == before
+    env.reset(seed=1)
+    env.step(int(np.flatnonzero(~legal)[0]))  # into a wall: Taxi allows it
+    assert CountIllegal.illegal_total == before + 1
+
+
+def test_random_play_on_taxi_takes_only_valid_actions_and_cartpole_reports_no_mask(tmp_path):
+    out = tmp_path / "scores.jsonl"
+    for env_id in ("Taxi-v4", "CartPole-v1"):
+        fair_eval.main(["--side", "random", "--env-id", env_id, "--episodes", "2", "--out", str(out)])
+    taxi, cartpole = (json.loads(line) for line in out.read_text().splitlines())
+    assert taxi["illegal_actions"] == [0, 0] and len(taxi["returns"]) == 2 and taxi["episode_cap"] == 200, taxi
+    assert cartpole["illegal_actions"] is None and len(cartpole["returns"]) == 2, cartpole
+
+
+def test_each_env_kind_gets_its_sides_and_ours_takes_every_place_in_turn():
+    assert env_kind("Taxi-v4") == "masked" and env_kind("CartPole-v1") == "plain"
+    assert misfit("ours-unmasked", "plain") and misfit("maskable-ppo", "masked") is None
+    assert misfit("sb3-dqn-flat", "masked") and misfit("ours", "multi-discrete") is None
+    classic = [side_order(["ours", "sb3", "sb3-scaled"], position) for position in range(3)]
+    assert classic == [["ours", "sb3", "sb3-scaled"], ["sb3", "ours", "sb3-scaled"], ["sb3", "sb3-scaled", "ours"]]
+
+
+def test_the_flat_peer_numbers_combinations_as_the_service_does():
+    env = FlatActions(GridActions(gym.make("Pendulum-v1"), ((-2.0, 0.0, 2.0), (0.0, 1.0))))
+    assert env.action_space == gym.spaces.Discrete(6)
+    form = ActionForm.of(env.env.action_space)
+    assert form.layout == "flat"
+    for index in range(6):
+        assert np.array_equal(env.action(index), form.env_action(index)), index
+    assert env.env.action(env.action(5)).tolist() == [2.0, 1.0]  # the last combination: each dimension's last level
