@@ -6,7 +6,9 @@ import time
 import pytest
 import reverb
 import tensorflow as tf
+from reverb.cc import schema_pb2
 
+from dqn.replay_layout.tables import REPLAY_TABLE
 from tests.conftest import health_status, wait_until
 
 pytestmark = pytest.mark.integration
@@ -91,8 +93,10 @@ def test_F5_kill_replay_server_and_restart_with_its_checkpoint(system_factory):
     actor = system.start_actor(0)
     system.wait_training(50)
     checkpoint = reverb.Client(system.server.address).checkpoint()
-    # Items of every table are records in items.tfrecord; the variables and run_settings tables hold one each.
-    checkpointed_replay_items = sum(1 for _ in tf.data.TFRecordDataset(f"{checkpoint}/items.tfrecord", "ZLIB")) - 2
+    # Items of every table (replay and the control tables) are PrioritizedItem records in items.tfrecord.
+    records = tf.data.TFRecordDataset(f"{checkpoint}/items.tfrecord", "ZLIB")
+    checkpointed_replay_items = sum(schema_pb2.PrioritizedItem.FromString(record.numpy()).table == REPLAY_TABLE
+                                    for record in records)
     system.server.process.kill()
     time.sleep(5)
     server = system.restart_server()
