@@ -84,29 +84,31 @@ def print_status(replay_address: str, health: dict[str, str], timeout_s: float, 
 
 def print_run_settings(client: reverb.Client, timeout_s: float) -> None:
     """The run's settings decided from its env (dqn/resolve.py), as the replay server publishes them."""
-    try:
-        settings = fetch_run_settings(client, timeout_s)
-    except Exception as error:  # noqa: BLE001 - the rest of the status is still worth printing
-        print(f"run settings: not readable ({type(error).__name__})")
-        return
-    if settings is None:
-        print("run settings: not published yet")
-        return
-    decided = ", ".join(f"{name} {settings.get(name)}" for name in AUTO_FROM_ENV)
-    print(f"run settings: env {settings.get('env_id')}, seed {settings.get('seed')}; decided from the env: {decided}")
+    settings = _control_item("run settings", fetch_run_settings, client, timeout_s, "not published yet")
+    if settings is not None:
+        decided = ", ".join(f"{name} {settings.get(name)}" for name in AUTO_FROM_ENV)
+        print(f"run settings: env {settings.get('env_id')}, seed {settings.get('seed')}; decided from the env: "
+              f"{decided}")
 
 
 def print_verdict(client: reverb.Client, timeout_s: float) -> None:
     """The replay server's bottleneck verdict: the part that limits the run, its evidence and capacity figures."""
+    verdict = _control_item("bottleneck", fetch_verdict, client, timeout_s,
+                            "no verdict yet (the replay server judges once roles have reported for a few seconds)")
+    if verdict is not None:
+        show_verdict(verdict)
+
+
+def _control_item(label: str, fetch, client: reverb.Client, timeout_s: float, missing: str) -> dict | None:
+    """`fetch(client, timeout_s)`, or None after printing `label` with why there is nothing to show."""
     try:
-        verdict = fetch_verdict(client, timeout_s)
+        value = fetch(client, timeout_s)
     except Exception as error:  # noqa: BLE001 - the rest of the status is still worth printing
-        print(f"bottleneck: not readable ({type(error).__name__})")
-        return
-    if verdict is None:
-        print("bottleneck: no verdict yet (the replay server judges once roles have reported for a few seconds)")
-        return
-    show_verdict(verdict)
+        print(f"{label}: not readable ({type(error).__name__})")
+        return None
+    if value is None:
+        print(f"{label}: {missing}")
+    return value
 
 
 def show_verdict(verdict: dict) -> None:
