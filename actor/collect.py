@@ -118,7 +118,8 @@ class Actor:
         self._notices = LogThrottle(15.0)
         self.laps = Laps("policy_s", "held_s", "env_s", "write_s", "weights_s", "no_weights_s")
         self.reporter = RoleReporter(config.control_address_resolved(), config.rpc_timeout_s, "actor",
-                                     str(config.actor_id), self.report_counters, config.report_interval_s)
+                                     str(config.actor_id), self.report_counters, config.report_interval_s,
+                                     config.machine_name)
 
     def report_counters(self) -> dict[str, float]:
         """What this actor tells the replay server for the bottleneck verdict (read on the reporter's thread)."""

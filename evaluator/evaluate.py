@@ -314,7 +314,8 @@ def run(config: EvaluatorConfig) -> int:
     evaluator = Evaluator.from_config(config, stop_requested)
     laps, evaluations = Laps("busy_s"), [0]
     reporter = RoleReporter(config.control_address_resolved(), config.rpc_timeout_s, "evaluator", "0",
-                            lambda: {**laps.seconds, "evaluations": evaluations[0]}, config.report_interval_s)
+                            lambda: {**laps.seconds, "evaluations": evaluations[0]}, config.report_interval_s,
+                            config.machine_name)
     health.set(True)
     while not stop.wait(config.poll_interval_s):
         health.beat()

@@ -253,7 +253,7 @@ class Learner:
         reporter = RoleReporter(config.control_address_resolved(), config.rpc_timeout_s, "learner", "0", lambda: {
             **laps.seconds, "sgd_steps": sgd_steps[0], "train_step": step, "batch": config.train_batch_size(),
             "publish_interval": config.publish_interval, "samples_per_insert": config.samples_per_insert,
-            "finished": float(finished)}, config.report_interval_s)
+            "finished": float(finished)}, config.report_interval_s, config.machine_name)
         triggers = make_triggers(
             config, step, reset_requests=self.reset_requests, applied_request=int(self.reset_request_step.numpy()),
             apply_reset_request=self.apply_reset_request, publish=lambda at: self.publish(publisher, at),

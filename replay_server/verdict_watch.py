@@ -155,7 +155,7 @@ class VerdictWatch:
 
     def _observation(self, now: float) -> Observation:
         windows = self._history.windows(now)
-        where = machine()
+        where = machine(self._config.machine_name)
         server = None
         if len(self._snapshots) >= 2:
             server = server_window(self._snapshots[0][1], self._snapshots[-1][1], self._per_item, where.host,

@@ -74,8 +74,8 @@ class CpuQuota:
                 time.sleep(0.1)
 
 
-#: The far host's name in its role reports.
-FAR_HOSTNAME = "far-host"
+#: The far host's machine name in its role reports.
+FAR_MACHINE = "far-host"
 
 
 class FarHost:
@@ -100,14 +100,15 @@ class FarHost:
         assert "default" not in routes, f"{self.netns} must have no default route: {routes}"
 
     def prefix(self) -> list[str]:
-        """The command prefix that runs a command in the namespace, under a hostname of its own (a UTS namespace).
+        """The command prefix that runs a command in the namespace (it execs: the PID is the command's)."""
+        return ["ip", "netns", "exec", self.netns]
 
-        A real second host has its own name, so the verdict counts the cores its roles take apart from this one's;
-        its roles still run on this machine's cores, so they slow the roles here as work outside the run would.
-        Every step execs, so the PID is the command's.
-        """
-        return ["ip", "netns", "exec", self.netns, "unshare", "--uts", "sh", "-c", 'hostname "$0" && exec "$@"',
-                FAR_HOSTNAME]
+    @staticmethod
+    def role_flags() -> list[str]:
+        """What a role there passes: the machine name a second host would have, so the verdict counts the cores
+        its roles take apart from this one's (they still run on this machine's cores, and slow the roles here as
+        work outside the run would)."""
+        return ["--machine-name", FAR_MACHINE]
 
     def slow(self, rate: str) -> None:
         """Shapes the far host's egress (its writes to the replay server) to `rate` with a token bucket (tbf).

@@ -30,7 +30,7 @@ class Usage:
 
 @dataclasses.dataclass(frozen=True)
 class Machine:
-    """The machine (or container) a process runs on."""
+    """The machine a process runs on (all containers on one machine name the same one: `machine_name`)."""
 
     host: str
     cores: float  # the cores this process may use: its CPU affinity, lowered by a cgroup CPU quota
@@ -43,13 +43,32 @@ def usage() -> Usage:
     return Usage(clock_s, cpu_s, _run_queue_wait_s(), cpu_throttled_s())
 
 
-def machine() -> Machine:
-    """Host name, usable cores and load of the machine this process runs on."""
+def machine(name: str = "") -> Machine:
+    """Name (`name`, else `machine_name()`), usable cores and load of the machine this process runs on."""
     try:
         load1 = os.getloadavg()[0]
     except OSError:
         load1 = None
-    return Machine(socket.gethostname()[:64], _usable_cores(), load1)
+    return Machine((name or machine_name())[:64], _usable_cores(), load1)
+
+
+#: Files whose presence says this process runs in a container (Docker, Podman); Kubernetes sets the variable.
+CONTAINER_MARKS = ("/.dockerenv", "/run/.containerenv")
+
+
+def machine_name() -> str:
+    """The host name; in a container, `machine-` and the kernel's boot id instead.
+
+    Each container has a host name of its own, but all containers on one machine share its kernel's boot id, so the
+    verdict counts the cores that one machine's containers take together.
+    """
+    if any(os.path.exists(mark) for mark in CONTAINER_MARKS) or "KUBERNETES_SERVICE_HOST" in os.environ:
+        try:
+            with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as handle:
+                return "machine-" + handle.read().strip()[:8]
+        except OSError:
+            pass
+    return socket.gethostname()
 
 
 def _run_queue_wait_s() -> float | None:

@@ -39,9 +39,10 @@ class RoleReporter:
     """
 
     def __init__(self, address: str, timeout_s: float, role: str, role_id: str,
-                 counters: Callable[[], dict[str, float]], interval_s: float):
+                 counters: Callable[[], dict[str, float]], interval_s: float, machine_name: str = ""):
         self.connection = RemoteConnection(address, min(timeout_s, interval_s * 2), "role report")
         self._role, self._id, self._counters, self._interval_s = role, role_id, counters, interval_s
+        self._machine_name = machine_name
         self._stop = threading.Event()
         # Tells a restarted role from the one before it: in a container every role may run as PID 1.
         self._instance = uuid.uuid4().hex[:12]
@@ -58,7 +59,7 @@ class RoleReporter:
         # The counters and the clock they are divided by are read back to back: on a busy machine this thread may
         # wait long for a core between any two steps, and a counter read after a stale clock overstates its rate.
         counters = {name: float(value) for name, value in self._counters().items()}
-        now, where = usage(), machine()
+        now, where = usage(), machine(self._machine_name)
         return RoleReport(self._role, self._id, self._instance, where.host, where.cores, where.load1, time.time(),
                           now.clock_s, now.cpu_s, now.waited_s, now.throttled_s, counters)
 

@@ -57,6 +57,8 @@ class CommonConfig:
                                        "code 1", gt=0)
     report_interval_s: float = setting(2.0, "seconds between this role's reports to the replay server for the "
                                        "bottleneck verdict (dqn-service status); 0 = send none", ge=0)
+    machine_name: str = setting("", "the machine this role runs on, as the bottleneck verdict counts cores: roles "
+                                "on one machine share them; empty = the host name, in a container the kernel's boot id")
     preset: str | None = setting(None, "named group of settings (dqn/settings/presets.py) applied below --config, "
                                  "DQN_* variables and flags; none = no preset", choices=PRESET_NAMES)
     max_episode_steps: int = setting(0, "truncate episodes after this many agent steps; 0 = the env's own limit", ge=0)

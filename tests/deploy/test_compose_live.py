@@ -150,6 +150,8 @@ def test_compose_topology_live(engine, tmp_path):
     print("\n" + status)
     # deploy/compose.signed.yml is layered on: weights carry the key's signature, and the actors took them
     assert "(signed with a shared key)" in status, status
+    # every container runs on this one machine, and the verdict counts their cores as one machine's
+    assert len(re.findall(r"^  machine machine-[0-9a-f]{8}: ", status, re.M)) == 1, status
     assert all(p.get("refused_weights", 0) == 0 for name, p in engine.progress().items() if name.startswith("actor"))
 
     # scale down to 2 and back up to 3: the ids come from the first four, no new summary dirs

@@ -75,9 +75,10 @@ def test_live_injections_name_each_part_in_turn(tmp_path: Path):
         roles.append(RoleProcess(["learner", *near, "--batch-size", "64", "--max-train-steps", "10000000"],
                                  tmp_path / "learner.log"))
         for actor_id in range(2):
-            roles.append(FarRole(far.prefix(), ["actor", "--replay-address", f"{far.near_address}:{port}", *common,
-                                                "--actor-id", str(actor_id), "--num-envs", "4", "--warmup-steps",
-                                                "200"], tmp_path / f"actor-{actor_id}.log"))
+            roles.append(FarRole(far.prefix(), ["actor", *far.role_flags(), "--replay-address",
+                                                f"{far.near_address}:{port}", *common, "--actor-id", str(actor_id),
+                                                "--num-envs", "4", "--warmup-steps", "200"],
+                                 tmp_path / f"actor-{actor_id}.log"))
         # The evaluator that will hog a core: built now, stopped until its turn (a process start takes most of a
         # minute on a busy machine), then given a whole core however busy the machine is.
         hog = RoleProcess(["evaluator", *near, "--eval-interval", "1", "--eval-episodes", "1000",
