@@ -20,9 +20,9 @@ from dqn.settings.presets import PRESET_NAMES
 AUTO_FROM_ENV = {"observation_history": None, "image_encoding": "auto", "action_gap_alpha": None,
                  "samples_per_insert": None, "action_mask": "auto"}
 
-#: Multi-discrete actions get one Q-value per combination up to this many combinations: the learner's SGD step
-#: slows with its output layer, and up to here that layer costs less than the rest of the step on a 2-core CPU
-#: (bench/action_heads.py measures it; docs/learning.md has the figures).
+#: Multi-discrete actions get one Q-value per combination up to this many combinations: one output per combination
+#: captures how dimensions interact, and the learner's SGD step slows with its output layer, which up to here costs
+#: less than the rest of the step on a 2-core CPU.
 MAX_FLAT_ACTIONS = 256
 #: Beyond that a branching Q-network, up to this many outputs (dimensions x values of the widest): where the output
 #: layer has come to cost about twice the rest of the step; a larger space is refused at start.
