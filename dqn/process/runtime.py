@@ -45,6 +45,9 @@ def setup_logging(role: str) -> logging.Logger:
         stream=sys.stderr,
         force=True,
     )
+    # A line that cannot be written (a full disk under the log) is dropped. Left on, logging would print the
+    # failure's traceback to the same stream, and it lands there as soon as any other write frees a block.
+    logging.raiseExceptions = False
     return logging.getLogger(role)
 
 

@@ -1,12 +1,16 @@
 """Learner checkpoints: a truncated one is quarantined and the next older restored; failed writes keep the last."""
 
+import errno
 import glob
+import io
 import logging
 import os
+import sys
 
 import pytest
 import tensorflow as tf
 
+from dqn.process.runtime import setup_logging
 from dqn.resolve import resolved_builder
 from dqn.settings.config import LearnerConfig
 from learner.checkpoints import LearnerCheckpoints, unreadable
@@ -94,3 +98,33 @@ def test_write_guard_logs_once_per_interval_and_returns_none(tmp_path, caplog):
     assert guard.failures == {"summaries": 2}
     assert caplog.text.count("summaries failed") == 1
     assert guard("summaries", lambda: 7) == 7
+
+
+class _LogFileThatFillsOnce(io.StringIO):
+    """A role's stderr on a disk that is full for one write and has room again for the next."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failed = False
+
+    def write(self, text: str) -> int:
+        if not self.failed:
+            self.failed = True
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return super().write(text)
+
+
+def test_a_log_line_lost_to_a_full_disk_is_dropped_without_a_traceback(monkeypatch):
+    stderr = _LogFileThatFillsOnce()
+    monkeypatch.setattr(sys, "stderr", stderr)
+    monkeypatch.setattr(logging, "raiseExceptions", True)
+    handlers, level = logging.root.handlers[:], logging.root.level
+    log = setup_logging("learner")
+    try:
+        log.error("checkpoint failed")
+        log.info("checkpoint written")
+    finally:
+        logging.root.handlers[:], logging.root.level = handlers, level
+    assert stderr.failed
+    assert "Traceback" not in stderr.getvalue() and "Logging error" not in stderr.getvalue()
+    assert "checkpoint written" in stderr.getvalue()
