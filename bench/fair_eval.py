@@ -196,15 +196,23 @@ def kept_policy_returns(run_dir: str, seeds: list[int]) -> tuple[list[float] | N
     return [float(value) for value in returns], illegal_so_far() - before if CountIllegal.masks_seen else None
 
 
+#: Tells the random player's draws apart from the env's own generator for the same episode seed.
+RANDOM_PLAYER_STREAM = 0x5EED
+#: Marks random-play rows drawn apart from the env's generator (bench/fair_tables.py prefers them).
+RANDOM_DRAWS = "own stream"
+
+
 def random_act(env):
     """Uniformly random actions, drawn from a generator seeded by the episode's seed (the same draws every time).
 
-    Where the env gives a mask, uniform over the actions it allows; a MultiDiscrete env draws each dimension.
+    Where the env gives a mask, uniform over the actions it allows; a MultiDiscrete env draws each dimension. The
+    draws come from a stream apart from the env's own: `default_rng(seed)` is the very generator `reset(seed=seed)`
+    gives the env, and an env that draws from it while stepping (an opponent's moves) would mirror the player.
     """
     generators: dict[int, np.random.Generator] = {}
 
     def act(_observation, seed: int):
-        generator = generators.setdefault(seed, np.random.default_rng(seed))
+        generator = generators.setdefault(seed, np.random.default_rng([RANDOM_PLAYER_STREAM, seed]))
         if isinstance(env.action_space, gym.spaces.MultiDiscrete):
             return generator.integers(env.action_space.nvec)
         legal = env.get_wrapper_attr("legal")
@@ -239,7 +247,7 @@ def main(argv: list[str] | None = None) -> None:
 
         env = CountIllegal(gym.make(args.env_id))
         returns, illegal = play(env, random_act(env), seeds, cap)
-        rows.append({**base, "returns": returns, "illegal_actions": illegal})
+        rows.append({**base, "returns": returns, "illegal_actions": illegal, "draws": RANDOM_DRAWS})
         env.close()
     elif args.side == "ours-kept":
         returns, illegal = kept_policy_returns(args.run_dir, seeds)

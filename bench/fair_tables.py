@@ -29,6 +29,7 @@ from collections import defaultdict
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from bench.fair_eval import RANDOM_DRAWS  # noqa: E402
 from bench.fair_sides import OURS_FLAGS, SIDES, kept_side  # noqa: E402
 
 BOOTSTRAP = 10_000
@@ -81,6 +82,18 @@ def per_episode(row: dict) -> float | None:
     return None
 
 
+def random_play(rows: list[dict]) -> dict[str, float]:
+    """Mean random-play return per env; where an env has rows drawn from their own stream, of those only.
+
+    Earlier rows drew from the env's own generator, which an env that draws while stepping (an opponent) mirrors.
+    """
+    randoms: dict[str, dict[bool, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for row in rows:
+        if row["side"] == "random":
+            randoms[row["env_id"]][row.get("draws") == RANDOM_DRAWS] += row["returns"]
+    return {env: float(np.mean(kinds[True] or kinds[False])) for env, kinds in randoms.items()}
+
+
 def collect(directory: str):
     """(scores[env][side][(sitting, seed)] = {mark: score}, ends, random play per env, runs, mark seconds, illegal).
 
@@ -88,11 +101,7 @@ def collect(directory: str):
     """
     rows = read_jsonl(os.path.join(directory, "scores.jsonl"))
     runs = [r for r in read_jsonl(os.path.join(directory, "runs.jsonl")) if r.get("kind") == "run"]
-    randoms: dict[str, list[float]] = defaultdict(list)
-    for row in rows:
-        if row["side"] == "random":
-            randoms[row["env_id"]] += row["returns"]
-    random_score = {env: float(np.mean(values)) for env, values in randoms.items()}
+    random_score = random_play(rows)
     scores: dict = defaultdict(lambda: defaultdict(lambda: defaultdict(dict)))
     ends: dict = defaultdict(lambda: defaultdict(dict))
     mark_s: dict = defaultdict(dict)

@@ -55,3 +55,39 @@ def test_the_flat_peer_numbers_combinations_as_the_service_does():
     for index in range(6):
         assert np.array_equal(env.action(index), form.env_action(index)), index
     assert env.env.action(env.action(5)).tolist() == [2.0, 1.0]  # the last combination: each dimension's last level
+
+
+class GuessTheOpponent(gym.Env):
+    """Pays 1 when the action equals the opponent's move, drawn from the env's own generator at each step."""
+
+    observation_space = gym.spaces.Discrete(1)
+    action_space = gym.spaces.Discrete(7)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self._steps = 0
+        return 0, {}
+
+    def step(self, action):
+        self._steps += 1
+        reward = float(int(action) == int(self.np_random.choice(7)))
+        return 0, reward, False, self._steps >= 20, {}
+
+
+def test_random_play_draws_apart_from_the_env_generator_an_opponent_may_use(tmp_path):
+    # With the episode's seed alone, the player's draws were the opponent's: every guess right, random play "perfect".
+    gym.register("tests.GuessTheOpponent-v0", entry_point=GuessTheOpponent, max_episode_steps=20)
+    out = tmp_path / "scores.jsonl"
+    fair_eval.main(["--side", "random", "--env-id", "tests.GuessTheOpponent-v0", "--episodes", "30", "--out", str(out)])
+    row = json.loads(out.read_text())
+    assert row["draws"] == fair_eval.RANDOM_DRAWS
+    assert 20 / 7 * 0.5 < np.mean(row["returns"]) < 20 / 7 * 1.5, row["returns"]  # 1 in 7 of 20 steps
+
+
+def test_tables_use_random_play_drawn_apart_where_a_sitting_has_it():
+    from bench.fair_tables import random_play
+
+    rows = [{"side": "random", "env_id": "A", "returns": [1.0, 1.0]},
+            {"side": "random", "env_id": "A", "returns": [0.0, -0.2], "draws": fair_eval.RANDOM_DRAWS},
+            {"side": "random", "env_id": "B", "returns": [3.0]}]
+    assert random_play(rows) == {"A": -0.1, "B": 3.0}
