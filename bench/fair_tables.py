@@ -231,6 +231,7 @@ def plot(env: str, scores, random_score: float, marks: dict, directory: str) -> 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    name = env.rpartition(":")[2]  # a user's `module:EnvId` without its module
     order = sorted(marks)
     figure, axes = plt.subplots(figsize=(6.4, 4.0))
     colors = ("tab:blue", "tab:purple", "tab:orange", "tab:green", "tab:red", "tab:brown")
@@ -245,10 +246,10 @@ def plot(env: str, scores, random_score: float, marks: dict, directory: str) -> 
         axes.fill_between(xs, [b[0] for b in bands], [b[1] for b in bands], color=color, alpha=0.2)
     axes.axhline(random_score, color="grey", linestyle="--", linewidth=0.8, label="random play")
     axes.set(xlabel="seconds since launch (start-up included)", ylabel="greedy return (shared eval episodes)",
-             title=f"{env.split(':')[-1]}: median and 95 % interval over seeds")
+             title=f"{name}: median and 95 % interval over seeds")
     axes.legend(loc="best", fontsize="small")
     figure.tight_layout()
-    path = os.path.join(directory, env.rpartition(":")[2].replace("/", "-") + ".png")
+    path = os.path.join(directory, name.replace("/", "-") + ".png")
     figure.savefig(path, dpi=100)
     plt.close(figure)
     return path
