@@ -198,8 +198,6 @@ def kept_policy_returns(run_dir: str, seeds: list[int]) -> tuple[list[float] | N
 
 #: Tells the random player's draws apart from the env's own generator for the same episode seed.
 RANDOM_PLAYER_STREAM = 0x5EED
-#: Marks random-play rows drawn apart from the env's generator (bench/fair_tables.py prefers them).
-RANDOM_DRAWS = "own stream"
 
 
 def random_act(env):
@@ -244,6 +242,7 @@ def main(argv: list[str] | None = None) -> None:
     rows = []
     if args.side == "random":
         from bench.action_kinds import CountIllegal
+        from bench.fair_sides import RANDOM_DRAWS
 
         env = CountIllegal(gym.make(args.env_id))
         returns, illegal = play(env, random_act(env), seeds, cap)

@@ -23,6 +23,8 @@ PEER_ALGOS = {"sb3": "dqn", "sb3-scaled": "dqn", "maskable-ppo": "maskable-ppo",
 #: The sides of each env kind, where --sides does not name them.
 KIND_SIDES = {"plain": ("ours", "sb3", "sb3-scaled"), "masked": ("ours", "ours-unmasked", "maskable-ppo"),
               "multi-discrete": ("ours", "sb3-dqn-flat")}
+#: Marks random-play rows drawn apart from the env's generator (bench/fair_tables.py prefers them).
+RANDOM_DRAWS = "own stream"
 
 
 def evaluator_side(side: str) -> str:

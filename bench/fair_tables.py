@@ -29,8 +29,7 @@ from collections import defaultdict
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from bench.fair_eval import RANDOM_DRAWS  # noqa: E402
-from bench.fair_sides import OURS_FLAGS, SIDES, kept_side  # noqa: E402
+from bench.fair_sides import OURS_FLAGS, RANDOM_DRAWS, SIDES, kept_side  # noqa: E402
 
 BOOTSTRAP = 10_000
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from bench import fair_eval
 from bench.action_kinds import CountIllegal, FlatActions, GridActions, legal_actions
-from bench.fair_sides import env_kind, misfit, side_order
+from bench.fair_sides import RANDOM_DRAWS, env_kind, misfit, side_order
 from dqn.envs.action_spaces import ActionForm
 
 
@@ -80,7 +80,7 @@ def test_random_play_draws_apart_from_the_env_generator_an_opponent_may_use(tmp_
     out = tmp_path / "scores.jsonl"
     fair_eval.main(["--side", "random", "--env-id", "tests.GuessTheOpponent-v0", "--episodes", "30", "--out", str(out)])
     row = json.loads(out.read_text())
-    assert row["draws"] == fair_eval.RANDOM_DRAWS
+    assert row["draws"] == RANDOM_DRAWS
     assert 20 / 7 * 0.5 < np.mean(row["returns"]) < 20 / 7 * 1.5, row["returns"]  # 1 in 7 of 20 steps
 
 
@@ -88,6 +88,6 @@ def test_tables_use_random_play_drawn_apart_where_a_sitting_has_it():
     from bench.fair_tables import random_play
 
     rows = [{"side": "random", "env_id": "A", "returns": [1.0, 1.0]},
-            {"side": "random", "env_id": "A", "returns": [0.0, -0.2], "draws": fair_eval.RANDOM_DRAWS},
+            {"side": "random", "env_id": "A", "returns": [0.0, -0.2], "draws": RANDOM_DRAWS},
             {"side": "random", "env_id": "B", "returns": [3.0]}]
     assert random_play(rows) == {"A": -0.1, "B": 3.0}
