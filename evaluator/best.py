@@ -24,6 +24,13 @@ from dqn.model.flat_weights import FlatWeights
 from dqn.model.policy_export import export_policy
 
 log = logging.getLogger("evaluator")
+#: The kept policy's train step and scores, written beside its export.
+BEST_POLICY_FILE = "best_policy.json"
+
+
+def kept_score(average_return: float, confirmed_return: float | None) -> float:
+    """What a kept policy is ranked by: its confirmed return if it was re-checked, else its average return."""
+    return average_return if confirmed_return is None else confirmed_return
 
 
 class BestPolicy:
@@ -34,7 +41,7 @@ class BestPolicy:
         self._policy_weights = policy_weights
         self._weights_path = os.path.join(directory, "best_weights.npz")
         self.export_dir = os.path.join(directory, "best_policy")
-        self._meta_path = os.path.join(directory, "best_policy.json")
+        self._meta_path = os.path.join(directory, BEST_POLICY_FILE)
         self.train_step: int | None = None
         self.average_return = float("-inf")
         self.confirmed_return: float | None = None
@@ -61,8 +68,8 @@ class BestPolicy:
 
     @property
     def score(self) -> float:
-        """What the kept policy is ranked by: its confirmed return if it was re-checked, else its average return."""
-        return self.average_return if self.confirmed_return is None else self.confirmed_return
+        """What the kept policy is ranked by (`kept_score`)."""
+        return kept_score(self.average_return, self.confirmed_return)
 
     def reaches(self, target: float | None) -> bool:
         """True if the kept policy's evaluation and its re-check (when there was one) both reached `target`."""
@@ -87,7 +94,7 @@ class BestPolicy:
 
         The initial weights (train step 0) are never kept: a lucky untrained network is not a policy to hand out.
         """
-        score = average_return if confirmed_return is None else confirmed_return
+        score = kept_score(average_return, confirmed_return)
         if not self.is_candidate(train_step, average_return) or score <= self.score:
             return False
         self._variables, self.train_step, self.average_return = list(variables), train_step, average_return

@@ -37,6 +37,9 @@ from dqn.model.graph_policy import GraphQNetwork
 from dqn.model.numpy_policy import HostEpsilonGreedy, HostQNetwork
 from evaluator.metrics import EpisodeTotals, EvalMetric, MetricContext, make_metrics
 
+#: Keeps random play's draws apart from the envs' own generators for the same seed.
+RANDOM_PLAY_STREAM = 0x5EED
+
 
 def cut_short_by_faults(lengths: np.ndarray, first_step_fault: np.ndarray) -> np.ndarray:
     """Which envs' first episode an env fault ended. A faulted step ends its episode, so the fault's step is the length.
@@ -66,8 +69,9 @@ class PolicyEpisodes:
     """What both loops share: the envs, the metrics, and turning each env's totals into metric values.
 
     `load(variables)` sets the weights. `run(seed, stop_requested)` plays one episode per env, reset with `seed`,
-    and returns {metric name: value}. After a run, `cut_short` and `whole_episodes` count its episodes;
-    `illegal_actions` counts, over every run, the actions the observation's mask forbade (0 is the only right value).
+    and returns {metric name: value}; `run_random` plays them with uniformly random valid actions instead. After a
+    run, `cut_short` and `whole_episodes` count its episodes; `illegal_actions` counts, over every run, the actions
+    the observation's mask forbade (0 is the only right value).
     """
 
     def __init__(self, env: GymnasiumVectorEnvironment, metrics: list[EvalMetric] | None, valid: ValidActions):
@@ -100,6 +104,40 @@ class PolicyEpisodes:
         values = {metric.name: metric.result() for metric in self.metrics}
         return {name: value for name, value in values.items() if value is not None}
 
+    def run_random(self, seed: int, stop_requested=lambda: False) -> dict[str, float]:
+        """The metrics' values of uniformly random valid actions, one episode per env reset with `seed`.
+
+        The score a learned policy has to beat on the same env; played on these envs, stepped from Python.
+        """
+        rng = np.random.default_rng([RANDOM_PLAY_STREAM, seed])
+        return self._play(seed, lambda observation, mask: self._valid.random(rng, self._env.batch_size, mask),
+                          stop_requested)
+
+    def _play(self, seed: int, choose, stop_requested) -> dict[str, float]:
+        """One episode per env with `choose(observation, mask)`'s actions, stepped from Python; the metrics' values.
+
+        Stops early (the values then cover the partial episodes) once `stop_requested()` is true between steps.
+        """
+        self._start(seed)
+        valid = self._valid
+        time_step = self._env.reset()
+        returns = np.zeros(self._env.batch_size)
+        lengths = np.zeros(self._env.batch_size)
+        running = np.ones(self._env.batch_size, dtype=bool)
+        step_metrics = [metric for metric in self.metrics if metric.needs_steps()]
+        while running.any() and not stop_requested():
+            mask = valid.mask(time_step.observation)
+            actions = choose(time_step.observation, mask)
+            self.illegal_actions += valid.illegal(actions, mask)
+            time_step = self._env.step(actions)
+            for metric in step_metrics:
+                metric.on_step(time_step.reward, time_step.step_type, running)
+            # Finished envs keep stepping (the vector env restarts them); only running episodes count.
+            returns += np.where(running, time_step.reward, 0.0)
+            lengths += running
+            running &= time_step.step_type != ts.StepType.LAST
+        return self._finish(returns, lengths)
+
     def close(self) -> None:
         """Closes the envs."""
         self._env.close()
@@ -115,7 +153,6 @@ class PythonLoopEpisodes(PolicyEpisodes):
         self._action_spec = action_spec
         self._runs_in = "numpy (plain MLP)" if isinstance(network, HostQNetwork) else "one graph call per step"
         self._epsilon = epsilon
-        self._step_metrics = [metric for metric in self.metrics if metric.needs_steps()]
 
     def describe(self) -> str:
         """How the episodes run, for the log."""
@@ -126,31 +163,12 @@ class PythonLoopEpisodes(PolicyEpisodes):
         self._network.set_weights(variables)
 
     def run(self, seed: int, stop_requested=lambda: False) -> dict[str, float]:
-        """The metrics' values over one episode per env, the envs reset with `seed`.
-
-        Stops early (the values then cover the partial episodes) once `stop_requested()` is true between steps.
-        """
-        self._start(seed)
+        """The metrics' values over one episode per env, the envs reset with `seed` (early stop: `_play`)."""
         # The random actions are drawn from `seed` too, so every evaluation plays the same episodes for the same
         # weights.
-        valid = self._valid
-        policy = HostEpsilonGreedy(self._network, self._action_spec, seed=seed, valid=valid)
-        time_step = self._env.reset()
-        returns = np.zeros(self._env.batch_size)
-        lengths = np.zeros(self._env.batch_size)
-        running = np.ones(self._env.batch_size, dtype=bool)
-        while running.any() and not stop_requested():
-            mask = valid.mask(time_step.observation)
-            actions = policy.actions(time_step.observation, epsilon=self._epsilon, mask=mask)
-            self.illegal_actions += valid.illegal(actions, mask)
-            time_step = self._env.step(actions)
-            for metric in self._step_metrics:
-                metric.on_step(time_step.reward, time_step.step_type, running)
-            # Finished envs keep stepping (the vector env restarts them); only running episodes count.
-            returns += np.where(running, time_step.reward, 0.0)
-            lengths += running
-            running &= time_step.step_type != ts.StepType.LAST
-        return self._finish(returns, lengths)
+        policy = HostEpsilonGreedy(self._network, self._action_spec, seed=seed, valid=self._valid)
+        return self._play(seed, lambda observation, mask: policy.actions(observation, self._epsilon, mask),
+                          stop_requested)
 
 
 class InGraphLoopEpisodes(PolicyEpisodes):

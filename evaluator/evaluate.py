@@ -60,6 +60,7 @@ from dqn.settings.config import EvaluatorConfig, role_dir
 from evaluator.best import BestPolicy
 from evaluator.episodes import PolicyEpisodes, make_episode_runner
 from evaluator.metrics import AverageReturn, MetricContext, make_metrics
+from evaluator.random_baseline import kept_below_random_play, measure_random_play, read_random_play, save_random_play
 from evaluator.reset_rule import FallbackResetRule
 
 log = logging.getLogger("evaluator")
@@ -187,6 +188,14 @@ class Evaluator:
         return cls(config, context.target_return, episodes, confirmation, best, reset_requests, puller, summary_dir,
                    stop_requested)
 
+    def measure_random_play(self) -> None:
+        """Random play's score, once per run (evaluator/random_baseline.py), on the re-check episodes if any."""
+        if read_random_play(self._summary_dir) is not None:
+            return
+        record = measure_random_play(self.confirmation or self.episodes, self._config.seed, self._stop_requested)
+        if record is not None:
+            try_write("random play", save_random_play, self._summary_dir, record)
+
     def new_weights(self) -> PublishedWeights | None:
         """Weights at least eval_interval train steps past the last evaluated ones, else None.
 
@@ -296,6 +305,9 @@ class Evaluator:
         if self.best.train_step is not None:
             log.info("best policy: train step %d, score %.1f, in %s", self.best.train_step, self.best.score,
                      self.best.export_dir)
+            below = kept_below_random_play(self._summary_dir)
+            if below:
+                log.warning("%s", below)
         self.episodes.close()
         if self.confirmation is not None:
             self.confirmation.close()
@@ -317,6 +329,7 @@ def run(config: EvaluatorConfig) -> int:
                             lambda: {**laps.seconds, "evaluations": evaluations[0]}, config.report_interval_s,
                             config.machine_name)
     health.set(True)
+    evaluator.measure_random_play()
     while not stop.wait(config.poll_interval_s):
         health.beat()
         weights = evaluator.new_weights()

@@ -28,6 +28,7 @@ from dqn.process.runtime import StopSignal
 from dqn.resolve import resolve_run, run_env_specs
 from dqn.settings import loading as config_loading
 from dqn.settings.config import LocalConfig, actor_dir, role_dir
+from evaluator.random_baseline import kept_below_random_play, read_random_play
 from launcher.eval_records import EvalRecords
 from launcher.forked import ForkedRole
 from launcher.network import exposure_warning, isolation_refusal, network_namespace
@@ -376,10 +377,16 @@ def watch_until_done(config: LocalConfig, topology: Topology, stop: StopSignal, 
     train_step = max(train_step, final_train_step, best["train_step"] if best else 0)
     env_steps = max(env_steps, final_env_steps)
     solved = reason.startswith("solved")
+    evaluator_dir = config.path(role_dir("evaluator"))
+    random_play = read_random_play(evaluator_dir)
     say(f"summary: solved={'yes' if solved else 'no'} wall_time={wall:.1f}s env_steps={env_steps} "
           f"train_steps={train_step} best_eval_return={best['average_return'] if best else float('nan'):.1f} "
           f"target={target} role_restarts={topology.restarts} env_restarts={env_restarts(config)} "
-          f"illegal_actions={illegal_actions(config)}", flush=True)
+          f"illegal_actions={illegal_actions(config)} "
+          f"random_play_return={random_play['average_return'] if random_play else float('nan'):.1f}", flush=True)
+    below = kept_below_random_play(evaluator_dir)
+    if below:
+        say(f"warning: {below}", flush=True)
     say("exit codes: " + ", ".join(f"{name}={code}" for name, code in exit_codes.items()), flush=True)
     # A role that had exited and waited for its restart when the run stopped was being recovered, not failing.
     failed = reason.startswith("crashed") or [n for n, code in exit_codes.items()

@@ -20,6 +20,8 @@ so every part of the observation must reach the Q-network for the greedy policy 
 - SlowCartPole-v0: CartPole taking 2 ms a step (a simulator far slower than the learner).
 - SometimesSucceeds-v0: a goal env reporting `is_success` in every step's info (as gymnasium-robotics' goal envs);
   the episodes started by a seed divisible by 4 succeed, whatever the actions: a quarter of 4k consecutive seeds.
+- Alternate-v0: 1 for each action that differs from the one before, 20 steps, an observation that never changes:
+  random play scores about 10, and any greedy policy (one action for ever) at most 1.
 """
 
 from __future__ import annotations
@@ -213,6 +215,25 @@ class SometimesSucceeds(gym.Env):
         return self._observe(), float(success), ended, False, {"is_success": success}
 
 
+class Alternate(gym.Env):
+    """Rewards switching actions, behind a constant observation: no policy of the observation beats random play."""
+
+    def __init__(self):
+        self.observation_space = gym.spaces.Box(0.0, 1.0, (2,), np.float32)
+        self.action_space = gym.spaces.Discrete(2)
+        self.last = 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.last = 0
+        return np.zeros(2, np.float32), {}
+
+    def step(self, action):
+        reward = float(int(action) != self.last)
+        self.last = int(action)
+        return np.zeros(2, np.float32), reward, False, False, {}
+
+
 def _register() -> None:
     for name in SPACES:
         if name not in gym.registry:
@@ -232,6 +253,8 @@ def _register() -> None:
             gym.register(name, entry_point=IdleRoom, kwargs=kwargs, reward_threshold=0.8)
     if "SometimesSucceeds-v0" not in gym.registry:
         gym.register("SometimesSucceeds-v0", entry_point=SometimesSucceeds, max_episode_steps=10)
+    if "Alternate-v0" not in gym.registry:
+        gym.register("Alternate-v0", entry_point=Alternate, max_episode_steps=20)
 
 
 _register()

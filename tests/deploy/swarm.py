@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -26,7 +27,7 @@ BRIDGE = "dqnswbr0"
 PREFIX = "198.18.72"  # node i has PREFIX.i, the bridge (the test's own address) PREFIX.254
 OVERLAY_POOL = "198.18.160.0/19"
 STACK = "dqn"
-STACK_FILES = ("docker-compose.yml", "deploy/swarm.yml", "tests/deploy/swarm.live.yml")
+STACK_FILES = ("docker-compose.yml", "deploy/swarm.yml", "deploy/compose.signed.yml", "tests/deploy/swarm.live.yml")
 
 
 def ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -162,7 +163,12 @@ class Swarm:
                 raise AssertionError(f"{node.name}: docker load failed: {out}")
 
     def deploy(self) -> None:
-        """`docker stack deploy` of docker-compose.yml with the swarm override and the test's small budgets."""
+        """`docker stack deploy` of docker-compose.yml with the swarm and signed overrides and the test's small
+        budgets; the shared key is a fresh file that the manager's CLI uploads as a Swarm secret."""
+        key = ROOT / "dqn_shared_key"
+        key.write_text(secrets.token_hex(32) + "\n")
+        key.chmod(0o400)
+        self.manager.env["SHARED_KEY_PATH"] = str(key)
         files = [arg for f in STACK_FILES for arg in ("-c", f)]
         self.manager.docker("stack", "deploy", "--detach=true", "--resolve-image", "never", *files, STACK,
                             timeout_s=180)

@@ -3,7 +3,8 @@
 Needs root (one dockerd per node, each in its own network namespace; tests/deploy/swarm.py) and fails, never skips,
 without it. The service image is the one the live compose test built (`docker save`, loaded on every node); run
 alone, this test builds it first. `docker stack deploy` reads docker-compose.yml plus deploy/swarm.yml (what swarm
-needs) plus tests/deploy/swarm.live.yml (small budgets, quick checkpoints, Ape-X epsilons).
+needs) plus deploy/compose.signed.yml (the shared key as a Swarm secret) plus tests/deploy/swarm.live.yml (small
+budgets, quick checkpoints, Ape-X epsilons).
 """
 
 from __future__ import annotations
@@ -160,7 +161,10 @@ def test_swarm_stack_live(swarm):
         out = swarm.state.docker("exec", learner["container"], "dqn-service", "status", "--replay-address",
                                  "replay-server:8000", timeout_s=60, check=False).stdout
         return "bottleneck (last" in out and "warming up" not in out and out
-    print("\n" + wait_for(verdict, 120, "a bottleneck verdict in dqn-service status"))
+    status = wait_for(verdict, 120, "a bottleneck verdict in dqn-service status")
+    print("\n" + status)
+    # deploy/compose.signed.yml is layered on: the key reaches every role as a Swarm secret and weights carry it
+    assert "(signed with a shared key)" in status, status
 
     # scale down to 4 and up to 6: the ids stay within 1..6 and come back; no directory for a new id anywhere
     started = time.monotonic()

@@ -41,6 +41,22 @@ def test_every_observation_kind_learns_with_the_defaults(tmp_path, name):
     output = local(tmp_path, name, "--max-wall-time-s", "120")
     assert summary(output)["solved"] == "yes", output
     assert ROLES_EXIT_0 in output, output
+    # Random play matches the bit half the time (about 10 of 20); the solving policy is kept, well above it.
+    assert 5 < float(summary(output)["random_play_return"]) < 15 and "below random play" not in output, output
+
+
+def test_a_kept_policy_below_random_play_is_named_in_the_summary(tmp_path):
+    # Alternate-v0 pays for switching actions behind an observation that never changes: random play scores about 10
+    # of 20, any greedy policy (one action for ever) at most 1, so whatever the run keeps is below random play.
+    output = local(tmp_path, "Alternate-v0", "--max-train-steps", "300", "--max-wall-time-s", "120")
+    figures = summary(output)
+    assert 7 < float(figures["random_play_return"]) < 13, output
+    warning = next((line for line in output.splitlines() if line.startswith("warning: the kept policy")), "")
+    assert "below random play's" in warning, output
+    assert float(warning.split(" scores ")[1].split()[0]) <= 1.0, warning
+    assert ROLES_EXIT_0 in output, output
+    evaluator_log = (tmp_path / "run" / "logs" / "evaluator.log").read_text()
+    assert "random play: average return" in evaluator_log and "below random play's" in evaluator_log
 
 
 def test_a_grid_of_category_codes_is_read_as_codes(tmp_path):

@@ -95,6 +95,8 @@ def test_evaluation_episodes_take_only_valid_actions(env):
                                        builder.make_envs(4), epsilon=epsilon, valid=builder.agent.valid_actions)
         episodes.run(seed=5)
         assert episodes.illegal_actions == 0 and episodes.whole_episodes == 4
+        episodes.run_random(seed=6)  # random play, the score a kept policy must beat: valid actions only too
+        assert episodes.illegal_actions == 0 and episodes.whole_episodes == 4
         episodes.close()
     _, unmasked = play(builder, lambda step: np.zeros((8, *builder.agent.valid_actions.action_shape), np.int64))
     assert unmasked > 20
@@ -161,6 +163,10 @@ def test_a_recurrent_policys_in_graph_evaluation_counts_and_takes_only_valid_act
                                    valid=builder.agent.valid_actions)
     assert episodes.describe() == "inside the graph (recurrent policy)"
     episodes.run(seed=9)
+    assert episodes.illegal_actions == 0 and episodes.whole_episodes == 4
+    episodes.run_random(seed=10)  # stepped from Python on the same envs
+    assert episodes.illegal_actions == 0 and episodes.whole_episodes == 4
+    episodes.run(seed=9)  # and the in-graph loop still runs after it
     assert episodes.illegal_actions == 0 and episodes.whole_episodes == 4
     episodes.close()
     # The count itself: a policy built without the mask (action_mask none) is caught taking forbidden actions.
