@@ -74,6 +74,8 @@ ATARI_EVAL_FRAMES = 18_000
 #: The cap on an evaluation episode of an env with no episode limit of its own (and none set): a policy that has
 #: learned never to fail would otherwise keep the evaluator in one episode for good.
 UNLIMITED_ENV_EVAL_STEPS = 10_000
+#: Seconds random play may hold up the first evaluation (its episodes run to the evaluation cap at worst).
+RANDOM_PLAY_LIMIT_S = 120
 #: Seconds between "waiting for first weights" log lines.
 WAIT_LOG_INTERVAL_S = 15
 
@@ -192,9 +194,14 @@ class Evaluator:
         """Random play's score, once per run (evaluator/random_baseline.py), on the re-check episodes if any."""
         if read_random_play(self._summary_dir) is not None:
             return
-        record = measure_random_play(self.confirmation or self.episodes, self._config.seed, self._stop_requested)
+        deadline = time.monotonic() + RANDOM_PLAY_LIMIT_S
+        record = measure_random_play(self.confirmation or self.episodes, self._config.seed,
+                                     lambda: self._stop_requested() or time.monotonic() > deadline)
         if record is not None:
             try_write("random play", save_random_play, self._summary_dir, record)
+        elif not self._stop_requested():
+            log.info("random play not measured: its episodes took longer than %d s (or every one ended in an env "
+                     "fault); the kept policy is not compared with it", RANDOM_PLAY_LIMIT_S)
 
     def new_weights(self) -> PublishedWeights | None:
         """Weights at least eval_interval train steps past the last evaluated ones, else None.
