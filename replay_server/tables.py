@@ -25,7 +25,8 @@ def table_mismatches(expected: list[reverb.Table], running: dict[str, Any]) -> l
             problems.append(f"{table.name}.max_size is {info.max_size} items in the checkpoint, "
                             f"{expected_info.max_size} in the config")
         if info.signature != expected_info.signature:
-            problems.append(f"{table.name}.signature differs (checkpoint was written for another env or network)")
+            problems.append(f"{table.name}.signature differs (the checkpoint was written for another env or "
+                            "network, or by a version of the service whose items had other fields)")
         if info.sampler_options != expected_info.sampler_options:
             problems.append(f"{table.name}.sampler is {_sampler_name(info)} in the checkpoint, "
                             f"{_sampler_name(expected_info)} in the config")
