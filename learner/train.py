@@ -106,7 +106,8 @@ class Learner:
         self._heal_applied_request()
         self.reset_requests: ResetRequestWatcher | None = None
         self.reset_trigger: ResetRequestTrigger | None = None  # set by `run`; counts the requests it refused
-        self.bad_batches = BadBatches(config.replay_address, config.rpc_timeout_s)
+        self.bad_batches = BadBatches(config.replay_address, config.rpc_timeout_s,
+                                      self.builder.table_signatures()[REPLAY_TABLE])
         self.replay: RemoteConnection | None = None  # set on connecting; empties the replay table at a reset
         self.train = make_train_fn(self.bundle, config.train_batch_size(), config.train_steps_per_call)
         self.writer = tf.summary.create_file_writer(self.directory)

@@ -1,6 +1,6 @@
 """Replay items that pass the table's signature but hold what no actor writes, forged from a second client while a
 real learner trains: each batch holding one is skipped, counted, and its bad items are deleted from the table. An
-item of other shapes is skipped and counted too."""
+item of other shapes is skipped, counted, found by its shapes and deleted too."""
 
 import numpy as np
 import pytest
@@ -78,14 +78,19 @@ def test_forged_items_are_skipped_counted_and_deleted_while_the_learner_trains(r
         assert set(np.unique(action)) <= {0, 1} and np.isin(step_type, (0, 1, 2)).all()
         assert np.isfinite(discount).all()
 
-    # An item of other shapes (a client's `insert` adds a leading axis): Reverb's sampler refuses it without naming
-    # its key, so the batch is skipped and counted and training goes on; the item stays for FIFO removal.
+    # An item of other shapes (a client's `insert` adds a leading axis): Reverb's dataset refuses it without naming
+    # its key, so the batch is skipped and counted; a search with the plain sampler finds its key and deletes it.
     skipped = read_progress(str(root / "learner"))["bad_batches_skipped"]
     client.insert(item, priorities={REPLAY_TABLE: 1.0})
-    wait_until(lambda: read_progress(str(root / "learner")).get("bad_batches_skipped", 0) > skipped + 3, 120,
-               "batches holding the misshapen item to be skipped")
+    assert table_size(client) == good + 1
+    wait_until(lambda: read_progress(str(root / "learner")).get("bad_batches_skipped", 0) > skipped, 120,
+               "a batch holding the misshapen item to be skipped")
+    wait_until(lambda: table_size(client) == good, 120, "the misshapen item to be found and deleted")
+    wait_until(lambda: read_progress(str(root / "learner")).get("bad_items_deleted", 0) == 4, 30,
+               "the progress file to count the deleted item")
     trained = read_progress(str(root / "learner"))["train_step"]
     wait_until(lambda: read_progress(str(root / "learner")).get("train_step", 0) >= trained + 300, 120,
-               "training to go on beside the misshapen item")
+               "training to go on without the misshapen item")
     assert learner.alive() and "Traceback" not in learner.log()
+    assert all(len(leaves) == len(all_items(client, 1)[0]) for leaves in all_items(client))
     assert learner.terminate() == 0
