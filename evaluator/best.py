@@ -33,6 +33,26 @@ def kept_score(average_return: float, confirmed_return: float | None) -> float:
     return average_return if confirmed_return is None else confirmed_return
 
 
+def reaches_target(average_return: float, confirmed_return: float | None, target: float | None,
+                   rechecks: bool) -> bool:
+    """Whether a policy's scores reach `target`.
+
+    Where the evaluator re-checks, the re-check's average decides (the evaluation's own average only chose the policy
+    for one); without re-checks, the evaluation's average.
+    """
+    if target is None:
+        return False
+    if rechecks:
+        return confirmed_return is not None and confirmed_return >= target
+    return average_return >= target
+
+
+def standard_error(returns: np.ndarray) -> float:
+    """The standard error of the mean of `returns` (0 for fewer than two: no spread to go by)."""
+    returns = np.asarray(returns, np.float64)
+    return float(returns.std(ddof=1) / np.sqrt(len(returns))) if len(returns) > 1 else 0.0
+
+
 class BestPolicy:
     """Tracks the best-scoring published weights in `directory`; `export()` writes them as a SavedModel."""
 
@@ -71,10 +91,10 @@ class BestPolicy:
         """What the kept policy is ranked by (`kept_score`)."""
         return kept_score(self.average_return, self.confirmed_return)
 
-    def reaches(self, target: float | None) -> bool:
-        """True if the kept policy's evaluation and its re-check (when there was one) both reached `target`."""
-        return target is not None and self.train_step is not None and self.average_return >= target \
-            and self.score >= target
+    def reaches(self, target: float | None, rechecks: bool) -> bool:
+        """True if the kept policy reaches `target` (`reaches_target`; `rechecks`: the evaluator re-checks)."""
+        return self.train_step is not None and reaches_target(self.average_return, self.confirmed_return, target,
+                                                              rechecks)
 
     def is_candidate(self, train_step: int, average_return: float) -> bool:
         """True if an evaluation could replace the kept best: trained weights whose average beats its score."""

@@ -83,6 +83,7 @@ class PolicyEpisodes:
             else list(metrics)
         self.cut_short = 0  # episodes of the last run left out: an env fault ended them
         self.whole_episodes = 0  # episodes of the last run that the metrics counted
+        self.whole_returns = np.zeros(0)  # their returns
 
     def _start(self, seed: int) -> None:
         """Reseeds the envs and resets the metrics for a new run."""
@@ -99,6 +100,7 @@ class PolicyEpisodes:
         infos = tuple({} if info is None else info for info in self._env.final_infos)
         episodes = EpisodeTotals(returns, lengths, ~cut_short, infos)
         self.cut_short, self.whole_episodes = int(cut_short.sum()), episodes.count
+        self.whole_returns = np.asarray(returns, np.float64)[~cut_short]
         for metric in self.metrics:
             metric.on_episodes(episodes)
         values = {metric.name: metric.result() for metric in self.metrics}

@@ -28,6 +28,7 @@ from dqn.process.runtime import StopSignal
 from dqn.resolve import resolve_run, run_env_specs
 from dqn.settings import loading as config_loading
 from dqn.settings.config import LocalConfig, actor_dir, role_dir
+from evaluator.best import reaches_target
 from evaluator.random_baseline import kept_below_random_play, read_random_play
 from launcher.eval_records import EvalRecords
 from launcher.forked import ForkedRole
@@ -269,20 +270,17 @@ def final_evaluation_due(config: LocalConfig, latest: dict | None, waited_s: flo
 
 
 def solves(evaluation: dict | None, target: float | None) -> bool:
-    """True when an evaluation record of trained weights reaches the target return, re-check included.
+    """True when an evaluation record of trained weights reaches the target return (`reaches_target`).
 
     Only trained weights count: the initial network (train step 0) sometimes scores the target on the 10 fixed
     episodes by luck (a random net on scaled CartPole inputs acts as a crude linear controller, and a lucky one
     scores high on a few episodes without having learned anything). Where the evaluator re-checks candidates on
-    fresh episodes (`eval_confirm_episodes`), that average must reach the target too.
+    fresh episodes (`eval_confirm_episodes`), the re-check's average decides.
     """
-    if target is None or evaluation is None or evaluation["train_step"] <= 0:
+    if evaluation is None or evaluation["train_step"] <= 0:
         return False
-    if evaluation["average_return"] < target:
-        return False
-    if evaluation.get("confirm_episodes"):
-        return evaluation.get("confirmed_return") is not None and evaluation["confirmed_return"] >= target
-    return True
+    return reaches_target(evaluation["average_return"], evaluation.get("confirmed_return"), target,
+                          bool(evaluation.get("confirm_episodes")))
 
 
 def run(config: LocalConfig) -> int:

@@ -213,10 +213,12 @@ class EvaluatorSettings(CommonConfig):
     eval_interval: int = setting(100, "train steps between evaluations: newer weights are evaluated once this far "
                                  "past the last evaluated", ge=1)
     eval_episodes: int = setting(10, "greedy episodes per evaluation", ge=1)
-    eval_confirm_episodes: int = setting(30, "fresh episodes that re-check a new best evaluation reaching "
-                                         "target_return (any new best if there is none); 0 = no re-check", ge=0)
-    target_return: float | None = setting(None, "the return to reach: `local` stops once an evaluation "
-                                          "and its re-check reach it; none = the env's reward_threshold")
+    eval_confirm_episodes: int = setting(30, "fresh episodes that re-check a new best evaluation within one "
+                                         "standard error of target_return (any new best if there is none); the "
+                                         "re-check decides a solve; 0 = no re-check", ge=0)
+    target_return: float | None = setting(None, "the return to reach: `local` stops once an evaluation's "
+                                          "re-check reaches it (the evaluation itself without re-checks); none = "
+                                          "the env's reward_threshold")
     eval_epsilon: float | None = setting(
         None, "evaluation policy's random-action probability; none = auto: 0.05 for Atari ids (Nature DQN), "
               "0 (greedy) otherwise", ge=0, le=1)
