@@ -307,18 +307,20 @@ def test_metric_names_must_be_distinct(monkeypatch):
         make_metrics(MetricContext("CartPole-v1", None))
 
 
+def cartpole_episodes(bundle, num_envs: int):
+    """Evaluation episodes of the bundle's policy on CartPole, at most 60 steps each."""
+    env = GymnasiumVectorEnvironment("CartPole-v1", num_envs, max_episode_steps=60)
+    return make_episode_runner(*evaluation_policy(bundle), env)
+
+
 def test_a_candidate_is_rechecked_on_fresh_episodes_then_kept_and_recorded(bundle, tmp_path, capsys):
     config = EvaluatorConfig(fc_layer_params=(16,), eval_confirm_episodes=4)
-
-    def runner(num_envs):
-        env = GymnasiumVectorEnvironment("CartPole-v1", num_envs, max_episode_steps=60)
-        return make_episode_runner(*evaluation_policy(bundle), env)
 
     randomize(bundle, 2)
     returns, lengths = python_loop(bundle.agent.policy, 3, seed=config.seed + 99_991, max_episode_steps=60)
     fresh, _ = python_loop(bundle.agent.policy, 4, seed=confirmation_seed(config.seed, 100), max_episode_steps=60)
     best = BestPolicy(str(tmp_path), bundle.agent.policy, FlatWeights(bundle.policy_variables))
-    episodes, confirmation = runner(3), runner(4)
+    episodes, confirmation = cartpole_episodes(bundle, 3), cartpole_episodes(bundle, 4)
     evaluator = Evaluator(config, None, episodes, confirmation, best, reset_requests=None, puller=None,
                           summary_dir=str(tmp_path), stop_requested=lambda: False)
     evaluation = evaluator.evaluate(PublishedWeights(FlatWeights(bundle.policy_variables).read(), train_step=100))
@@ -346,15 +348,11 @@ def test_a_candidate_within_one_standard_error_of_the_target_is_rechecked_and_on
     # The evaluation's episodes are a fixed sample: a policy at the target can average below it on them for good.
     config = EvaluatorConfig(fc_layer_params=(16,), eval_confirm_episodes=4)
 
-    def runner(num_envs):
-        env = GymnasiumVectorEnvironment("CartPole-v1", num_envs, max_episode_steps=60)
-        return make_episode_runner(*evaluation_policy(bundle), env)
-
     randomize(bundle, 2)
     returns, _ = python_loop(bundle.agent.policy, 5, seed=config.seed + 99_991, max_episode_steps=60)
     error = returns.std(ddof=1) / np.sqrt(len(returns))
     assert error > 0, returns  # episodes of different lengths: a margin to test
-    episodes, confirmation = runner(5), runner(4)
+    episodes, confirmation = cartpole_episodes(bundle, 5), cartpole_episodes(bundle, 4)
     for target, rechecked in ((returns.mean() + 0.9 * error, True), (returns.mean() + 1.1 * error, False)):
         best = BestPolicy(str(tmp_path / str(rechecked)), bundle.agent.policy, FlatWeights(bundle.policy_variables))
         evaluator = Evaluator(config, target, episodes, confirmation, best, reset_requests=None, puller=None,
