@@ -37,7 +37,7 @@ from dqn.model.graph_policy import GraphQNetwork
 from dqn.model.numpy_policy import HostEpsilonGreedy, HostQNetwork
 from evaluator.metrics import EpisodeTotals, EvalMetric, MetricContext, make_metrics
 
-#: Keeps random play's draws apart from the envs' own generators for the same seed.
+#: Keeps random play's env seeds and action draws apart from the evaluations' and the envs' own generators.
 RANDOM_PLAY_STREAM = 0x5EED
 
 

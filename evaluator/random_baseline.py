@@ -15,16 +15,13 @@ import logging
 import math
 import os
 import time
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from dqn.files import atomic_write
 from evaluator.best import BEST_POLICY_FILE, kept_score
+from evaluator.episodes import RANDOM_PLAY_STREAM, PolicyEpisodes
 from evaluator.metrics import AverageReturn
-
-if TYPE_CHECKING:
-    from evaluator.episodes import PolicyEpisodes
 
 log = logging.getLogger("evaluator")
 RANDOM_PLAY_FILE = "random_play.json"
@@ -32,7 +29,7 @@ RANDOM_PLAY_FILE = "random_play.json"
 
 def random_play_seed(seed: int) -> int:
     """Env seeds of random play: apart from the evaluations' and the re-checks' episodes."""
-    return int(np.random.SeedSequence([seed, 0x5EED]).generate_state(1)[0])
+    return int(np.random.SeedSequence([seed, RANDOM_PLAY_STREAM]).generate_state(1)[0])
 
 
 def read_random_play(directory: str) -> dict | None:
@@ -50,12 +47,12 @@ def measure_random_play(episodes: PolicyEpisodes, seed: int, stop_requested) -> 
 
     None if a stop request cut the episodes short or an env fault ended every one of them.
     """
-    started = time.monotonic()
-    values = episodes.run_random(random_play_seed(seed), stop_requested)
+    started, env_seed = time.monotonic(), random_play_seed(seed)
+    values = episodes.run_random(env_seed, stop_requested)
     if stop_requested() or not episodes.whole_episodes:
         return None
     record = {"average_return": values[AverageReturn.name], "episodes": episodes.whole_episodes,
-              "seed": random_play_seed(seed), "seconds": round(time.monotonic() - started, 3)}
+              "seed": env_seed, "seconds": round(time.monotonic() - started, 3)}
     log.info("random play: average return %.1f over %d episodes of uniformly random valid actions (%.1f s): the "
              "least a kept policy must score", record["average_return"], record["episodes"], record["seconds"])
     return record

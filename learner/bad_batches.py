@@ -50,9 +50,9 @@ def misfit_keys(client, signature, samples: int = SEARCH_SAMPLES) -> list[int]:
 class BadBatches:
     """What the feed calls for a bad or unreadable batch (on its thread); counts what it skipped and deleted."""
 
-    def __init__(self, address: str, timeout_s: float, signature=None):
+    def __init__(self, address: str, timeout_s: float, signature):
         self.connection = RemoteConnection(address, timeout_s, "deleting bad replay items")
-        self._signature = signature  # the replay table's, to search for an unreadable item (None: no search)
+        self._signature = signature  # the replay table's, to search for an unreadable item
         self._log = LogThrottle(LOG_INTERVAL_S)
         self.skipped = 0  # batches not trained on
         self.deleted = 0  # bad items deleted from the replay table (each once)
@@ -75,16 +75,13 @@ class BadBatches:
         The dataset drops such an item without its key; a search with the plain sampler finds and deletes it.
         """
         self.skipped += 1
-        if self._signature is None:
-            outcome = "the item is left to FIFO removal"
+        try:
+            found = self.connection.call(lambda client: misfit_keys(client, self._signature))
+        except Exception as search_error:  # noqa: BLE001 - the next unreadable batch searches again
+            outcome = f"the search for it failed ({type(search_error).__name__}); the next sighting searches again"
         else:
-            try:
-                found = self.connection.call(lambda client: misfit_keys(client, self._signature))
-            except Exception as search_error:  # noqa: BLE001 - the next unreadable batch searches again
-                outcome = f"the search for it failed ({type(search_error).__name__}); the next sighting searches again"
-            else:
-                outcome = (self._delete(found) if found else
-                           f"not among {SEARCH_SAMPLES} items sampled to find it; the next sighting searches again")
+            outcome = (self._delete(found) if found else
+                       f"not among {SEARCH_SAMPLES} items sampled to find it; the next sighting searches again")
         if self._log.ready():
             lines = [line.strip() for line in str(error).splitlines() if line.strip()]
             reason = next((line for line in lines if "incompatible" in line or "Inconsistent" in line),
