@@ -154,9 +154,11 @@ def add_flags(parser: argparse.ArgumentParser, config_class: type) -> None:
                         help="JSON file of settings (keys are field names; unknown keys are errors)")
     types = field_types(config_class)
     for f in dataclasses.fields(config_class):
+        text = (f"{f.metadata['doc']} [{allowed_values(f, types[f.name])}; env {env_name(f.name)}; "
+                f"default {format_value(f.default)}]")
+        # argparse expands %-placeholders in help; a doc that says "80%" must reach the user as written.
         parser.add_argument(flag_name(f.name), dest=f.name, default=argparse.SUPPRESS, metavar="V",
-                            help=f"{f.metadata['doc']} [{allowed_values(f, types[f.name])}; env {env_name(f.name)}; "
-                                 f"default {format_value(f.default)}]")
+                            help=text.replace("%", "%%"))
 
 
 def format_value(value: Any) -> str:

@@ -174,6 +174,18 @@ def test_generated_help_states_values_env_var_and_default():
     assert "[comma-separated integers >= 1; env DQN_FC_LAYER_PARAMS; default 256,256]" in help_of["fc_layer_params"]
 
 
+def test_every_command_prints_its_help_with_the_settings_text_as_written():
+    import argparse
+
+    from launcher.cli import _parser
+
+    parser = _parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    for name, sub in commands.choices.items():
+        assert "--help" in sub.format_help() or "-h" in sub.format_help(), name
+    assert "it warns from 80% of the limit" in " ".join(commands.choices["local"].format_help().split())
+
+
 def run_cli(*args, env=None):
     """`python -m launcher ARGS` with only the given DQN_* variables set."""
     import os
