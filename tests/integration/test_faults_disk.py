@@ -74,6 +74,10 @@ def test_F14_final_checkpoint_on_a_full_disk_exits_1_with_one_clear_line(replay_
         assert not [p for p in (disk / "run" / "replay_checkpoints").iterdir() if not (p / "DONE").exists()]
 
 
+#: How long the run root stays full: three checkpoint intervals (5 s) and fifteen summary intervals (1 s).
+FULL_S = 15
+
+
 def test_F14_every_role_of_a_local_run_survives_a_full_run_root(tmp_path):
     """`dqn-service local` with its whole run root on a small file system that then fills up: no role exits (the
     actors' progress files, the evaluator's results and best weights, every summary and checkpoint fail), the run
@@ -98,14 +102,14 @@ def test_F14_every_role_of_a_local_run_survives_a_full_run_root(tmp_path):
             before = {name: read_progress(str(root / name)) for name in ("learner", "actor-0", "actor-1")}
             filler = fill(disk)
             full_since = time.monotonic()
-            time.sleep(30)  # several summary, progress, evaluation and checkpoint intervals of every role
+            time.sleep(FULL_S)
             assert os.statvfs(disk).f_bavail * os.statvfs(disk).f_frsize < 64 * 1024
             assert {name: getattr(role_process(run, name), "pid", None) for name in ROLES} == roles
             assert run.poll() is None
             filler.unlink()
             print(f"\nrun root full for {time.monotonic() - full_since:.0f} s")
             for name in ("learner", "actor-0", "actor-1"):
-                wait_until(lambda n=name: read_progress(str(root / n)).get("time", 0) > before[n]["time"] + 30, 60,
+                wait_until(lambda n=name: read_progress(str(root / n)).get("time", 0) > before[n]["time"] + FULL_S, 60,
                            f"{name} to write its progress again")
             assert read_progress(str(root / "learner"))["train_step"] > before["learner"]["train_step"]
             assert read_progress(str(root / "actor-0"))["env_steps"] > before["actor-0"]["env_steps"]
