@@ -23,12 +23,12 @@ import sys
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
+from bench.fair_sides import PLAIN_PICKS  # noqa: E402
 from bench.held_out_envs import held_out_ids  # noqa: E402
 from dqn.settings.common import AUTO_FROM_ENV  # noqa: E402
 
-#: What each auto setting amounts to where its rule does not fire (the plain learner).
-NEUTRAL = {"observation_history": 1, "image_encoding": "scaled", "action_gap_alpha": 0.0, "samples_per_insert": 4.0,
-           "action_mask": "none"}
+#: What each auto setting amounts to where its rule does not fire: the plain learner, and no mask.
+NEUTRAL = {**PLAIN_PICKS, "action_mask": "none"}
 #: The envs the service was designed on (bench/held_out.md), the families it is judged on being added at run time.
 DESIGNED_ON = ["CartPole-v1", "Acrobot-v1", "LunarLander-v3", "MountainCar-v0", "Taxi-v4",
                "bench.action_kinds:ConnectFourVsRandom-v0", "bench.action_kinds:MultiDiscreteLunarLander-v3",

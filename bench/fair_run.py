@@ -1,15 +1,17 @@
 """The fair harness: ours and its peers trained one after another, snapshotted at the same wall-clock marks.
 
-Sides (bench/fair_sides.py): `ours` is `dqn-service local --env-id E --seed S --max-wall-time-s B --root-dir <fresh>`,
-as a user runs it (defaults: its own re-check, reset rule and stop at the env's reward threshold; a mask of valid
-actions found without flags); `ours-unmasked` adds `--action-mask none`. The peers run under the peer virtualenv
-(bench/peers/sb3_snapshots.py, which says where each one's settings come from): `sb3` is SB3 DQN with the
-rl-baselines3-zoo recipe; `sb3-scaled` is that recipe with n_timesteps set to the env steps `sb3` reached in this
-sitting for the same env and seed (so `sb3` runs first for a seed); `maskable-ppo` is sb3-contrib's MaskablePPO with
-its library defaults; `sb3-dqn-flat` is SB3 DQN on a MultiDiscrete env's combinations as one Discrete space. Each
-env gets the sides of its kind unless --sides names them: a masked env (Taxi-v4, Connect Four) ours, ours-unmasked
-and maskable-ppo; a multi-discrete one ours and sb3-dqn-flat; any other ours, sb3 and sb3-scaled. Per seed `ours`
-runs first, second, ... and last in turn; there is never more than one training at a time.
+Sides (bench/fair_sides.py): `ours` is `dqn-service local --env-id E --seed S --max-wall-time-s B --root-dir
+<fresh>`, as a user runs it (defaults: its own re-check, reset rule and stop at the env's reward threshold; a mask
+of valid actions found without flags); `ours-unmasked` adds `--action-mask none`; `ours-plain` holds every auto
+learning rule at its plain pick (bench/fair_sides.py), to measure what the rules that fire on an env buy there. The
+peers run under the peer virtualenv (bench/peers/sb3_snapshots.py, which says where each one's settings come from):
+`sb3` is SB3 DQN with the rl-baselines3-zoo recipe; `sb3-scaled` is that recipe with n_timesteps set to the env
+steps `sb3` reached in this sitting for the same env and seed (so `sb3` runs first for a seed); `maskable-ppo` is
+sb3-contrib's MaskablePPO with its library defaults; `sb3-dqn-flat` is SB3 DQN on a MultiDiscrete env's combinations
+as one Discrete space. Each env gets the sides of its kind unless --sides names them: a masked env (Taxi-v4, Connect
+Four) ours, ours-unmasked and maskable-ppo; a multi-discrete one ours and sb3-dqn-flat; any other ours, sb3 and
+sb3-scaled. Per seed `ours` runs first, second, ... and last in turn; there is never more than one training at a
+time.
 
 Every clock starts at Popen (start-up and imports count). Marks are every budget/10 s. A peer's process saves its
 policy at each mark itself; for a service run this process reads the latest weights the learner published to the

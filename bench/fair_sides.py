@@ -15,9 +15,16 @@ sb3-dqn-flat; `plain` ours, sb3 and sb3-scaled.
 
 from __future__ import annotations
 
-SIDES = ("ours", "ours-unmasked", "sb3", "sb3-scaled", "maskable-ppo", "sb3-dqn-flat")
-#: The service's sides and the flags each adds to the run's command line.
-OURS_FLAGS = {"ours": [], "ours-unmasked": ["--action-mask", "none"]}
+SIDES = ("ours", "ours-unmasked", "ours-plain", "sb3", "sb3-scaled", "maskable-ppo", "sb3-dqn-flat")
+#: What each auto setting that changes how the service learns picks where its rule does not fire (the plain
+#: learner); the mask is the env's own convention, not such a rule.
+PLAIN_PICKS = {"observation_history": 1, "image_encoding": "scaled", "action_gap_alpha": 0.0, "samples_per_insert": 4.0}
+#: The service's sides and the flags each adds to the run's command line. `ours-plain` is the plain learner, so that
+#: a sitting of ours against it shows what the rules that fire on an env buy there.
+OURS_FLAGS = {"ours": [], "ours-unmasked": ["--action-mask", "none"],
+              "ours-plain": [part for name, pick in PLAIN_PICKS.items()
+                             for part in (f"--{name.replace('_', '-')}", f"{pick}" if isinstance(pick, str) else
+                                          f"{pick:g}")]}
 #: The peer sides and the algorithm bench/peers/sb3_snapshots.py trains for each.
 PEER_ALGOS = {"sb3": "dqn", "sb3-scaled": "dqn", "maskable-ppo": "maskable-ppo", "sb3-dqn-flat": "dqn-flat"}
 #: The sides of each env kind, where --sides does not name them.
@@ -56,7 +63,7 @@ def env_kind(env_id: str) -> str:
 
 def misfit(side: str, kind: str) -> str | None:
     """Why `side` cannot run on an env of `kind`, or None."""
-    if side in ("ours", "ours-unmasked") and (side == "ours" or kind == "masked"):
+    if side in ("ours", "ours-plain") or (side == "ours-unmasked" and kind == "masked"):
         return None
     if side in KIND_SIDES[kind]:
         return None

@@ -13,8 +13,11 @@ import numpy as np
 
 from bench import fair_eval
 from bench.action_kinds import CountIllegal, FlatActions, GridActions, legal_actions
-from bench.fair_sides import RANDOM_DRAWS, env_kind, misfit, side_order
+from bench.fair_sides import OURS_FLAGS, PLAIN_PICKS, RANDOM_DRAWS, env_kind, misfit, side_order
 from dqn.envs.action_spaces import ActionForm
+from dqn.settings.common import AUTO_FROM_ENV
+from dqn.settings.config import LocalConfig
+from dqn.settings.loading import resolve
 
 
 def test_an_action_the_taxi_mask_forbids_is_counted_and_a_valid_one_is_not():
@@ -43,6 +46,7 @@ def test_each_env_kind_gets_its_sides_and_ours_takes_every_place_in_turn():
     assert env_kind("Taxi-v4") == "masked" and env_kind("CartPole-v1") == "plain"
     assert misfit("ours-unmasked", "plain") and misfit("maskable-ppo", "masked") is None
     assert misfit("sb3-dqn-flat", "masked") and misfit("ours", "multi-discrete") is None
+    assert misfit("ours-plain", "multi-discrete") is None and misfit("ours-plain", "masked") is None
     classic = [side_order(["ours", "sb3", "sb3-scaled"], position) for position in range(3)]
     assert classic == [["ours", "sb3", "sb3-scaled"], ["sb3", "ours", "sb3-scaled"], ["sb3", "sb3-scaled", "ours"]]
 
@@ -91,3 +95,12 @@ def test_tables_use_random_play_drawn_apart_where_a_sitting_has_it():
             {"side": "random", "env_id": "A", "returns": [0.0, -0.2], "draws": RANDOM_DRAWS},
             {"side": "random", "env_id": "B", "returns": [3.0]}]
     assert random_play(rows) == {"A": -0.1, "B": 3.0}
+
+
+def test_the_plain_side_holds_every_auto_learning_rule_at_its_plain_pick_and_leaves_only_the_mask_to_the_env():
+    flags = OURS_FLAGS["ours-plain"]
+    parsed = resolve(LocalConfig, environ={}, flags={flag[2:].replace("-", "_"): value
+                                                     for flag, value in zip(flags[::2], flags[1::2], strict=True)})
+    assert parsed.unresolved() == ["action_mask"], "a new auto rule needs its plain pick in PLAIN_PICKS"
+    assert {name: getattr(parsed, name) for name in PLAIN_PICKS} == PLAIN_PICKS
+    assert set(PLAIN_PICKS) == set(AUTO_FROM_ENV) - {"action_mask"}
