@@ -31,6 +31,10 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from bench.fair_sides import OURS_FLAGS, RANDOM_DRAWS, SIDES, kept_side  # noqa: E402
 
+#: Each side's colour in the curves' plots, in the order the sides are drawn.
+SIDE_COLORS = dict(zip(SIDES, ("tab:blue", "tab:purple", "tab:cyan", "tab:orange", "tab:green", "tab:red", "tab:brown"),
+                       strict=True))
+
 BOOTSTRAP = 10_000
 
 
@@ -233,8 +237,7 @@ def plot(env: str, scores, random_score: float, marks: dict, directory: str) -> 
     name = env.rpartition(":")[2]  # a user's `module:EnvId` without its module
     order = sorted(marks)
     figure, axes = plt.subplots(figsize=(6.4, 4.0))
-    colors = ("tab:blue", "tab:purple", "tab:orange", "tab:green", "tab:red", "tab:brown")
-    for side, color in zip(SIDES, colors, strict=True):
+    for side, color in SIDE_COLORS.items():
         curves = [c for c in scores[env].get(side, {}).values() if all(m in c for m in order)]
         if not curves:
             continue

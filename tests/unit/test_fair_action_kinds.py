@@ -13,7 +13,7 @@ import numpy as np
 
 from bench import fair_eval
 from bench.action_kinds import CountIllegal, FlatActions, GridActions, legal_actions
-from bench.fair_sides import OURS_FLAGS, PLAIN_PICKS, RANDOM_DRAWS, env_kind, misfit, side_order
+from bench.fair_sides import OURS_FLAGS, PLAIN_PICKS, RANDOM_DRAWS, SIDES, env_kind, misfit, side_order
 from dqn.envs.action_spaces import ActionForm
 from dqn.settings.common import AUTO_FROM_ENV
 from dqn.settings.config import LocalConfig
@@ -104,3 +104,9 @@ def test_the_plain_side_holds_every_auto_learning_rule_at_its_plain_pick_and_lea
     assert parsed.unresolved() == ["action_mask"], "a new auto rule needs its plain pick in PLAIN_PICKS"
     assert {name: getattr(parsed, name) for name in PLAIN_PICKS} == PLAIN_PICKS
     assert set(PLAIN_PICKS) == set(AUTO_FROM_ENV) - {"action_mask"}
+
+
+def test_every_side_has_its_own_colour_in_the_plots():
+    from bench.fair_tables import SIDE_COLORS
+
+    assert list(SIDE_COLORS) == list(SIDES) and len(set(SIDE_COLORS.values())) == len(SIDES)
