@@ -31,8 +31,8 @@ def train_function(kind: str, size: str, batch_size: int, fc_layers: tuple[int, 
     from dqn.settings.config import LearnerConfig
     from learner.train import make_train_fn
 
-    config = LearnerConfig(observation_history=1, image_encoding="scaled", action_gap_alpha=0.0,
-                           samples_per_insert=4.0, action_mask="none", fc_layer_params=fc_layers)
+    config = LearnerConfig(observation_history=1, image_encoding="scaled", samples_per_insert=4.0,
+                           action_mask="none", fc_layer_params=fc_layers)
     observation = array_spec.BoundedArraySpec((16,), np.float32, -1.0, 1.0, name="observation")
     if kind == "flat":
         action = array_spec.BoundedArraySpec((), np.int64, 0, int(size) - 1, name="action")

@@ -18,7 +18,7 @@ from __future__ import annotations
 SIDES = ("ours", "ours-unmasked", "ours-plain", "sb3", "sb3-scaled", "maskable-ppo", "sb3-dqn-flat")
 #: What each auto setting that changes how the service learns picks where its rule does not fire (the plain
 #: learner); the mask is the env's own convention, not such a rule.
-PLAIN_PICKS = {"observation_history": 1, "image_encoding": "scaled", "action_gap_alpha": 0.0, "samples_per_insert": 4.0}
+PLAIN_PICKS = {"observation_history": 1, "image_encoding": "scaled", "samples_per_insert": 4.0}
 #: The service's sides and the flags each adds to the run's command line. `ours-plain` is the plain learner, so that
 #: a sitting of ours against it shows what the rules that fire on an env buy there.
 OURS_FLAGS = {"ours": [], "ours-unmasked": ["--action-mask", "none"],

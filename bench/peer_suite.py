@@ -1,8 +1,8 @@
 """Env families from PyPI outside gymnasium, ours beside Stable-Baselines3 DQN: same envs, seeds and wall clock.
 
-Not all of them are held out: the service's auto rules were designed on some (highway-env for the replay ratio,
-popgym's position-only cart-pole for the observation history, MiniGrid DoorKey and Empty for image codes and
-advantage learning); no rule was designed on MinAtar Breakout or Flappy Bird.
+Not all of them are held out: the service's auto rules and its advantage-learning variant were designed on some
+(highway-env for the replay ratio, popgym's position-only cart-pole for the observation history, MiniGrid DoorKey
+and Empty for image codes and advantage learning); none was designed on MinAtar Breakout or Flappy Bird.
 
 Superseded by the fair harness (bench/fair_run.py, bench/fair_eval.py, bench/fair_tables.py) for any comparison:
 here each side scores itself (best-so-far over unequal numbers of evaluations, SB3's inside its training process,

@@ -1,7 +1,7 @@
 """The resolve step: a run's settings with nothing left at auto, decided once from one bout of random play.
 
-Five settings follow from the env when left at auto (`AUTO_FROM_ENV` in dqn/settings/config.py): the observation
-history, the image encoding, advantage learning's alpha, the replay ratio and where the mask of valid actions is read.
+Four settings follow from the env when left at auto (`AUTO_FROM_ENV` in dqn/settings/common.py): the observation
+history, the image encoding, the replay ratio and where the mask of valid actions is read.
 The mask is decided here, not where every role makes the env's specs, because an info mask shows only when the env is
 reset, and roles must not play the env: every role then makes the same specs from the published setting.
 `resolve_settings` plays the env once (dqn/envs/random_play.py), hands every step to the rules that need it and returns
@@ -26,7 +26,6 @@ from typing import Any
 
 from dqn.envs.action_masks import MaskSeen, action_mask_for
 from dqn.envs.hidden_state import PlayedTransitions, observation_history_for, probed_inputs
-from dqn.envs.idle_actions import IdleActionCounts, action_gap_alpha_for
 from dqn.envs.image_codes import LargestImageValues, image_encoding_for
 from dqn.envs.making import EnvOptions, EnvSpecs, env_specs
 from dqn.envs.random_play import PROBE_BUDGET_S, PROBE_STEPS, StepTimes, probe_env
@@ -54,6 +53,9 @@ def resolve_run(config, record_path: str, learner_speed: LearnerSpeed | None = N
 
     A restarted replay server or `local` on the same run directory keeps what the run decided at its first start:
     its replay checkpoint was written with those settings, and random play timed again might round the other way.
+    Any other recorded value gives way to this start's, as every explicit setting does. That includes a value an
+    older version decided from the env and that is a plain setting now (`action_gap_alpha`): it shapes only the
+    learner's targets, which no checkpoint depends on, so such a record loads and is rewritten with this start's.
     """
     recorded = read_config_file(record_path) if os.path.exists(record_path) else {}
     if recorded.get("env_id") == config.env_id:
@@ -112,10 +114,6 @@ def resolve_settings(config, learner_speed: LearnerSpeed | None = None):
             _say("image_encoding", encoding, why)
     # Before the learner is timed with a network that cannot fit.
     check_network_input(config, specs.observation, specs.action)
-    if "action_gap_alpha" in auto:
-        alpha, why = action_gap_alpha_for(played.get("idle"))
-        config = dataclasses.replace(config, action_gap_alpha=alpha)
-        _say("action_gap_alpha", alpha, why)
     if "samples_per_insert" in auto:
         ratio = _replay_ratio(config, specs, played.get("steps"), learner_speed or time_learner_here)
         config = dataclasses.replace(config, samples_per_insert=ratio)
@@ -133,8 +131,6 @@ def _watchers(auto: list[str], plain: EnvSpecs, mask_key: str) -> dict[str, Any]
         images = LargestImageValues(plain.observation)
         if images.watching:
             watchers["images"] = images
-    if "action_gap_alpha" in auto:
-        watchers["idle"] = IdleActionCounts()
     if "samples_per_insert" in auto:
         watchers["steps"] = StepTimes()
     return watchers
@@ -178,7 +174,9 @@ def adopt_run_settings(config, published: dict[str, Any], source: str):
     """`config` with its auto settings taken from the run's published ones; an explicit value must agree.
 
     A value set for one role that differs from the run's would give that role another network, another env or
-    other targets than the rest: a ConfigError naming the setting and the fix.
+    other targets than the rest: a ConfigError naming the setting and the fix. Only the settings of AUTO_FROM_ENV
+    are taken: every other published value, also one an older version decided from the env (`action_gap_alpha`),
+    leaves the role's own in place.
     """
     decided = {}
     for name, auto in AUTO_FROM_ENV.items():

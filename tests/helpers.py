@@ -98,8 +98,7 @@ def fill_and_count(address: str, steps: int, num_envs: int = 16) -> int:
 
 
 #: Every setting the resolve step decides, explicit: `auto_setting` leaves one of them at auto.
-EXPLICIT_AUTO_SETTINGS = {"observation_history": 1, "image_encoding": "scaled", "action_gap_alpha": 0.0,
-                          "samples_per_insert": 4.0}
+EXPLICIT_AUTO_SETTINGS = {"observation_history": 1, "image_encoding": "scaled", "samples_per_insert": 4.0}
 
 
 def auto_setting(env_id: str, name: str, **settings):

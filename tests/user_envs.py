@@ -160,15 +160,14 @@ class IdleRoom(gym.Env):
     """A corridor with its goal at the far end and three actions that change nothing (MiniGrid's pick up, drop, done).
 
     Actions: 0 left, 1 right, 2-4 idle. The observation is the one-hot position; reward 1 - 0.9 * steps / 40 at
-    the goal (as MiniGrid scores), 0 elsewhere, or `step_reward` on every step that does not reach it.
+    the goal (as MiniGrid scores), 0 elsewhere.
     """
 
     LENGTH, MAX_STEPS = 8, 40
 
-    def __init__(self, step_reward: float = 0.0):
+    def __init__(self):
         self.observation_space = gym.spaces.Box(0.0, 1.0, (self.LENGTH,), np.float32)
         self.action_space = gym.spaces.Discrete(5)
-        self.step_reward = step_reward
         self.position = self.steps = 0
 
     def reset(self, *, seed=None, options=None):
@@ -181,7 +180,7 @@ class IdleRoom(gym.Env):
         if action < 2:
             self.position = min(max(self.position + (1 if action == 1 else -1), 0), self.LENGTH - 1)
         at_goal = self.position == self.LENGTH - 1
-        reward = 1 - 0.9 * self.steps / self.MAX_STEPS if at_goal else self.step_reward
+        reward = 1 - 0.9 * self.steps / self.MAX_STEPS if at_goal else 0.0
         observation = np.eye(self.LENGTH, dtype=np.float32)[self.position]
         return observation, reward, at_goal, self.steps >= self.MAX_STEPS and not at_goal, {}
 
@@ -248,9 +247,8 @@ def _register() -> None:
                                 ("SlowCartPole-v0", SlowCartPole, {})):
         if name not in gym.registry:
             gym.register(name, entry_point=entry, kwargs=kwargs, max_episode_steps=500, reward_threshold=475.0)
-    for name, kwargs in (("IdleRoom-v0", {}), ("IdleRoomWithStepCost-v0", {"step_reward": -0.01})):
-        if name not in gym.registry:  # an optimal walk scores 0.84-0.91; 0.8 is reached from every start
-            gym.register(name, entry_point=IdleRoom, kwargs=kwargs, reward_threshold=0.8)
+    if "IdleRoom-v0" not in gym.registry:  # an optimal walk scores 0.84-0.91; 0.8 is reached from every start
+        gym.register("IdleRoom-v0", entry_point=IdleRoom, reward_threshold=0.8)
     if "SometimesSucceeds-v0" not in gym.registry:
         gym.register("SometimesSucceeds-v0", entry_point=SometimesSucceeds, max_episode_steps=10)
     if "Alternate-v0" not in gym.registry:

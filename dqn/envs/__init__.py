@@ -8,7 +8,6 @@
 - `vector_env.py`: `GymnasiumVectorEnvironment`, N envs as one batched PyEnvironment.
 - `faults.py`: sub-envs that raise are recreated instead of ending the process.
 - `call_timer.py`: a deadline on every call into the env (a step that never returns).
-- `random_play.py`, `image_codes.py`, `hidden_state.py`, `idle_actions.py`: what seeded random play shows before
-  training (step cost, category codes, an observation that hides part of the state, actions that change nothing),
-  for the settings left at auto.
+- `random_play.py`, `image_codes.py`, `hidden_state.py`: what seeded random play shows before training (step cost,
+  category codes, an observation that hides part of the state), for the settings left at auto.
 """

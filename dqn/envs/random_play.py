@@ -2,9 +2,8 @@
 
 A run plays its env once (`probe_env`) and hands every step to each rule's observer: the step cost for the replay
 ratio (`StepTimes`, dqn/replay_layout/replay_ratio.py), the integer image values for `image_encoding`
-(dqn/envs/image_codes.py), the transitions for `observation_history` (dqn/envs/hidden_state.py) and the actions
-that change nothing for `action_gap_alpha` (dqn/envs/idle_actions.py). The resolve step (dqn/resolve.py) is the
-only caller, so a run plays its env at most once however many settings are left at auto.
+(dqn/envs/image_codes.py) and the transitions for `observation_history` (dqn/envs/hidden_state.py). The resolve
+step (dqn/resolve.py) is the only caller, so a run plays its env at most once however many settings are left at auto.
 
 The play is seeded (the env's reset and its action space), so two probes of the same env see the same steps.
 Where the env gives a mask of valid actions (in its Dict observation or its info, under `mask_key`), random play

@@ -83,7 +83,7 @@ def agent_class(config: CommonConfig, valid: ValidActions):
     """The TF-Agents agent class of the settings (plain or double DQN, advantage learning where alpha > 0).
 
     Alpha shapes only the learner's TD targets, never the variables: every role builds the same policy whatever it
-    is (the run decides it once, dqn/resolve.py). Vector actions get the branching agent, which takes both itself.
+    is, so the roles of a run need not agree on it. Vector actions get the branching agent, which takes both itself.
     """
     if valid.action_shape:
         return functools.partial(BranchingDqnAgent, valid_actions=valid, double_dqn=config.double_dqn,

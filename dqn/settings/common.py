@@ -17,8 +17,8 @@ from dqn.settings.presets import PRESET_NAMES
 
 #: Settings a run decides from its env when left at auto, and the value that means auto for each. The resolve step
 #: (dqn/resolve.py) decides them once per run; every role then uses exactly those values.
-AUTO_FROM_ENV = {"observation_history": None, "image_encoding": "auto", "action_gap_alpha": None,
-                 "samples_per_insert": None, "action_mask": "auto"}
+AUTO_FROM_ENV = {"observation_history": None, "image_encoding": "auto", "samples_per_insert": None,
+                 "action_mask": "auto"}
 
 #: Multi-discrete actions get one Q-value per combination up to this many combinations: one output per combination
 #: captures how dimensions interact, and the learner's SGD step slows with its output layer, which up to here costs
@@ -111,10 +111,8 @@ class CommonConfig:
     gamma: float = setting(0.99, "discount factor per agent step", ge=0, le=1)
     td_loss: str = setting("huber", "TD error loss: huber or mse (squared error)", choices=("huber", "mse"))
     double_dqn: bool = setting(False, "double DQN targets (TF-Agents' DdqnAgent) instead of plain DQN targets")
-    action_gap_alpha: float | None = setting(None, "advantage learning: each TD target minus this x (max_b Q(s,b) "
-                                             "- Q(s,a)) of the target network; 0 = plain targets; none = auto: 0.9 "
-                                             "where random play shows an action that changes nothing, else 0",
-                                             ge=0, le=0.99)
+    action_gap_alpha: float = setting(0.0, "advantage learning: each TD target minus this x (max_b Q(s,b) - Q(s,a)) "
+                                      "of the target network; 0 = plain DQN targets", ge=0, le=0.99)
     target_update_period: int = setting(100, "train steps between target-network updates", ge=1)
     target_update_tau: float = setting(1.0, "weight of the online network in each target update; 1.0 = hard copy",
                                        gt=0, le=1)

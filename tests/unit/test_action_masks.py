@@ -14,7 +14,7 @@ from dqn.resolve import resolve_settings, resolved_builder
 from dqn.settings.config import LearnerConfig
 
 # Every auto setting but the mask decided: the resolve step then only resets the env once.
-DECIDED = {"observation_history": 1, "image_encoding": "scaled", "action_gap_alpha": 0.0, "samples_per_insert": 4.0}
+DECIDED = {"observation_history": 1, "image_encoding": "scaled", "samples_per_insert": 4.0}
 
 
 def config(env: str, **settings) -> LearnerConfig:

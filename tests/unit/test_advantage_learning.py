@@ -1,4 +1,10 @@
-"""action_gap_alpha: advantage-learning TD errors on the real agent, checked against the formula by hand."""
+"""action_gap_alpha: advantage-learning TD errors on the real agent, checked against the formula by hand.
+
+A plain setting: 0 (plain DQN targets) unless given; the resolve step never decides it, and a run record or a
+published settings table that carries a value decided by an older version still loads.
+"""
+
+import json
 
 import numpy as np
 import pytest
@@ -6,9 +12,11 @@ import tensorflow as tf
 from tf_agents.agents.dqn import dqn_agent
 from tf_agents.specs import tensor_spec
 
+import tests.user_envs  # noqa: F401 - registers the user envs
 from dqn.model.agent import AdvantageLearningDdqnAgent, AdvantageLearningDqnAgent
-from dqn.resolve import resolved_builder
-from dqn.settings.config import LearnerConfig
+from dqn.resolve import adopt_run_settings, resolve_run, resolve_settings, resolved_builder
+from dqn.settings.config import LearnerConfig, LocalConfig
+from dqn.settings.loading import ConfigError, resolve, to_dict
 
 GAMMA = 0.99
 
@@ -69,3 +77,44 @@ def test_advantage_learning_trains_with_n_step_returns_and_a_recurrent_q_network
     experience = transitions(agent, steps)
     experience = experience._replace(reward=tf.ones_like(experience.reward))
     assert np.isfinite(float(agent.train(experience).loss))
+
+
+def test_the_flag_reaches_the_learners_targets_and_plain_targets_are_the_default():
+    flagged = resolve(LearnerConfig, environ={}, flags={"action_gap_alpha": "0.9", "fc_layer_params": "8"})
+    agent = resolved_builder(flagged).agent.agent
+    assert type(agent) is AdvantageLearningDqnAgent and agent._action_gap_alpha == 0.9
+    default = resolve(LearnerConfig, environ={}, flags={"fc_layer_params": "8"})
+    assert default.action_gap_alpha == 0.0 and type(resolved_builder(default).agent.agent) is dqn_agent.DqnAgent
+    with pytest.raises(ConfigError) as error:  # no auto any more: `none` is not a number
+        resolve(LearnerConfig, environ={}, flags={"action_gap_alpha": "none"})
+    assert error.value.field_name == "action_gap_alpha"
+
+
+def test_the_resolve_step_keeps_the_value_given_even_where_actions_change_nothing(caplog):
+    caplog.set_level("INFO")
+    room = "tests.user_envs:IdleRoom-v0"  # three of its five actions change nothing and earn nothing
+    assert resolve_settings(LearnerConfig(env_id=room, fc_layer_params=(8,))).action_gap_alpha == 0.0
+    assert resolve_settings(LearnerConfig(env_id=room, fc_layer_params=(8,), action_gap_alpha=0.9)
+                            ).action_gap_alpha == 0.9
+    assert "action_gap_alpha" not in caplog.text and "observation_history auto" in caplog.text
+
+
+def test_a_run_record_with_an_alpha_decided_by_an_older_version_loads_and_this_starts_value_is_used(tmp_path):
+    record = tmp_path / "config.json"
+    older = {**to_dict(LocalConfig(observation_history=1, image_encoding="scaled", samples_per_insert=8.0,
+                                   action_mask="none")), "action_gap_alpha": 0.9}
+    record.write_text(json.dumps(older))
+    resolved = resolve_run(LocalConfig(fc_layer_params=(8,)), str(record))
+    assert resolved.action_gap_alpha == 0.0 and resolved.samples_per_insert == 8.0  # the auto one kept as recorded
+    assert json.loads(record.read_text())["action_gap_alpha"] == 0.0
+    record.write_text(json.dumps(older))
+    assert resolve_run(LocalConfig(fc_layer_params=(8,), action_gap_alpha=0.5), str(record)).action_gap_alpha == 0.5
+
+
+def test_settings_published_by_an_older_version_with_a_decided_alpha_are_adopted_and_the_role_keeps_its_own():
+    published = {**to_dict(LearnerConfig(observation_history=1, image_encoding="scaled", samples_per_insert=8.0,
+                                         action_mask="none")), "action_gap_alpha": 0.9}
+    adopted = adopt_run_settings(LearnerConfig(), published, "an older replay server")
+    assert adopted.samples_per_insert == 8.0 and adopted.action_gap_alpha == 0.0
+    given = adopt_run_settings(LearnerConfig(action_gap_alpha=0.5), published, "an older replay server")
+    assert given.action_gap_alpha == 0.5  # not a setting the run decides: no disagreement to refuse

@@ -20,7 +20,7 @@ from evaluator.random_baseline import (
 
 def test_random_play_scores_cartpole_as_random_actions_do_and_repeats_for_a_seed():
     config = EvaluatorConfig(env_id="CartPole-v1", fc_layer_params=(8,), observation_history=1,
-                             image_encoding="scaled", action_gap_alpha=0.0, samples_per_insert=4.0)
+                             image_encoding="scaled", samples_per_insert=4.0)
     builder = resolved_builder(config)
     episodes = make_episodes(builder.config, builder, 30)
     first = measure_random_play(episodes, seed=1, stop_requested=lambda: False)

@@ -19,7 +19,7 @@ from dqn.resolve import resolved_builder
 from dqn.settings.config import ActorConfig
 from evaluator.episodes import make_episode_runner
 
-DECIDED = {"observation_history": 1, "image_encoding": "scaled", "action_gap_alpha": 0.0, "samples_per_insert": 4.0}
+DECIDED = {"observation_history": 1, "image_encoding": "scaled", "samples_per_insert": 4.0}
 #: One env of each layout: a Discrete with its mask in a Dict, a flat product with a per-dimension info mask, a
 #: branching layout with a per-dimension Dict mask, and a branching layout whose narrower dimension is padded.
 ENVS = ["DictMask-v0", "SmallMultiDiscrete-v0", "LargeMultiDiscrete-v0", "UnevenMultiDiscrete-v0"]
