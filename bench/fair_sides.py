@@ -22,9 +22,8 @@ PLAIN_PICKS = {"observation_history": 1, "image_encoding": "scaled", "samples_pe
 #: The service's sides and the flags each adds to the run's command line. `ours-plain` is the plain learner, so that
 #: a sitting of ours against it shows what the rules that fire on an env buy there.
 OURS_FLAGS = {"ours": [], "ours-unmasked": ["--action-mask", "none"],
-              "ours-plain": [part for name, pick in PLAIN_PICKS.items()
-                             for part in (f"--{name.replace('_', '-')}", f"{pick}" if isinstance(pick, str) else
-                                          f"{pick:g}")]}
+              "ours-plain": [part for name, pick in PLAIN_PICKS.items() for part in (f"--{name.replace('_', '-')}",
+                                                                                      str(pick))]}
 #: The peer sides and the algorithm bench/peers/sb3_snapshots.py trains for each.
 PEER_ALGOS = {"sb3": "dqn", "sb3-scaled": "dqn", "maskable-ppo": "maskable-ppo", "sb3-dqn-flat": "dqn-flat"}
 #: The sides of each env kind, where --sides does not name them.
