@@ -1,8 +1,8 @@
 """Breakout learning on this box: ours beside Stable-Baselines3 DQN, same seeds and wall clock, curves as PNG.
 
 Per seed and side, one after the other (never two trainings at once):
-- ours: `dqn-service local --preset P --seed S --max-wall-time-s B` with a fresh --root-dir. Every 10 s the bench
-  reads the learner's and actors' progress files (train step, agent steps); each evaluation in
+- ours: `dqn-service local --preset P --seed S --max-wall-time-s B` with a fresh --root-dir. Every 10 s and when the
+  run ends the bench reads the learner's and actors' progress files (train step, agent steps); each evaluation in
   `<root>/evaluator/evals.jsonl` gets the agent steps of that moment (interpolated).
 - sb3: `bench/peers/sb3_atari.py` under the peer virtualenv's python (rl-baselines3-zoo's `atari` entry).
 Both clocks start at Popen. Both evaluate the same way (epsilon 0.05, at most 18,000 frames, a new best re-checked
@@ -81,7 +81,10 @@ def run_ours(seed: int, budget_s: float, preset: str, flags: list[str]) -> dict:
     with open(os.path.join(root, "launcher.out"), "w", encoding="utf-8") as out:
         run = subprocess.Popen(command, cwd=REPO, stdout=out, stderr=subprocess.STDOUT)
         while run.poll() is None and time.time() - started < budget_s + 300:
-            time.sleep(10.0)
+            try:
+                run.wait(10.0)  # a mark every 10 s, and the last one as soon as the run ends, not up to 10 s later
+            except subprocess.TimeoutExpired:
+                pass
             marks.append((time.time(), progress(root)[1]))
         if run.poll() is None:
             run.kill()
