@@ -40,6 +40,17 @@ def start(role: str, root: str, *flags: str) -> subprocess.Popen:
                             stdout=log, stderr=subprocess.STDOUT)
 
 
+def wait_serving(server: subprocess.Popen, health_port: int, timeout_s: float = 120.0) -> None:
+    """Returns once the replay server's health says SERVING: the clients start then, not after a guessed pause."""
+    from dqn.process.health import check
+
+    deadline = time.monotonic() + timeout_s
+    while check(f"localhost:{health_port}", 1.0) != "SERVING":
+        if server.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"the replay server did not serve within {timeout_s:.0f} s (exit code {server.poll()})")
+        time.sleep(0.2)
+
+
 def slope_mib_per_min(samples: list[tuple[float, int, float]]) -> float:
     """Least-squares RSS slope over the second half of the run (across restarts)."""
     half = samples[len(samples) // 2:]
@@ -90,7 +101,7 @@ def main() -> None:
     address = ["--replay-address", f"localhost:{port}"]
     roles = {"replay-server": start("replay-server", root, "--port", str(port), "--health-port", str(health),
                                     "--checkpoint-interval-s", "120")}
-    time.sleep(8)
+    wait_serving(roles["replay-server"], health)
     roles["learner"] = start("learner", root, *address, "--max-train-steps", "100000000", "--export-interval", "0")
     for i in range(2):
         roles[f"actor-{i}"] = start("actor", root, *address, "--actor-id", str(i))
