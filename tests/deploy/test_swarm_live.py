@@ -58,7 +58,7 @@ def swarm():
 def wait_healthy(swarm: Swarm, services: dict[str, int], timeout_s: float = HEALTHY_S) -> dict[str, list[dict]]:
     """Waits until exactly these many tasks per service run and report healthy; returns them."""
     def healthy():
-        tasks = {name: swarm.tasks(name) for name in services}
+        tasks = swarm.tasks_of(list(services))
         counts = {name: sum(t["health"] == "healthy" for t in found) for name, found in tasks.items()}
         present = {name: len(found) for name, found in tasks.items()}
         return tasks if counts == services == present else None
