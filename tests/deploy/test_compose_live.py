@@ -63,12 +63,19 @@ def actor_ids(engine: Engine) -> dict[str, int]:
     ids = {}
     for container in engine.containers():
         if container["Service"] == "actor" and container["State"] == "running":
-            logs = engine.run("logs", container["Name"]).stdout + engine.run("logs", container["Name"]).stderr
+            result = engine.run("logs", container["Name"])  # one call: the role's stdout and stderr
+            logs = result.stdout + result.stderr
             found = re.findall(r"\bactor (\d+): \d+ envs of", logs)
             if not found:
                 raise AssertionError(f"{container['Name']} has not logged its id yet")
             ids[container["Name"]] = int(found[-1])
     return ids
+
+
+def actor_ids_of(engine: Engine, count: int) -> dict[str, int] | bool:
+    """`actor_ids` once it lists `count` actors, else False (one read of the logs per poll)."""
+    ids = actor_ids(engine)
+    return len(ids) == count and ids
 
 
 def actors_writing(engine: Engine, ids: set[int], window_s: float = 10) -> bool:
@@ -134,7 +141,7 @@ def test_compose_topology_live(engine, tmp_path):
     started = time.monotonic()
     engine.compose("up", "-d", "--scale", "actor=4")
     engine.wait_healthy({**ROLES, "actor": 4}, HEALTHY_S)
-    ids4 = wait_for(lambda: len(actor_ids(engine)) == 4 and actor_ids(engine), 60, "four actor ids")
+    ids4 = wait_for(lambda: actor_ids_of(engine, 4), 60, "four actor ids")
     assert ids4 == {f"{PROJECT}-actor-{n}": n for n in (1, 2, 3, 4)}, ids4
     wait_for(lambda: actors_writing(engine, set(ids4.values())), 180, "all four actors to write", interval_s=0)
     dirs = {name for name in engine.progress() if name.startswith("actor-")}
@@ -159,7 +166,7 @@ def test_compose_topology_live(engine, tmp_path):
     engine.wait_healthy(ROLES, HEALTHY_S)
     engine.compose("up", "-d", "--scale", "actor=3")
     engine.wait_healthy({**ROLES, "actor": 3}, HEALTHY_S)
-    ids3 = wait_for(lambda: len(actor_ids(engine)) == 3 and actor_ids(engine), 60, "three actor ids")
+    ids3 = wait_for(lambda: actor_ids_of(engine, 3), 60, "three actor ids")
     assert set(ids3.values()) == {1, 2, 3}, ids3
     assert {n for n in engine.progress() if n.startswith("actor-")} == dirs
 
