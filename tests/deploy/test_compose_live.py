@@ -79,13 +79,26 @@ def actor_ids_of(engine: Engine, count: int) -> dict[str, int] | bool:
 
 
 def actors_writing(engine: Engine, ids: set[int], window_s: float = 10) -> bool:
-    """Every actor-<id> in `ids` created more items within the window, and the replay table's inserts grew."""
+    """Every actor-<id> in `ids` created more items within the window, and the replay table's inserts grew.
+
+    The window ends as soon as every actor has written: their progress files are read from the host every half
+    second (a read inside the learner starts a Python that imports Reverb, seconds on a busy box, so only the two
+    reads of the table's inserts go there)."""
+    def items(progress: dict, i: int) -> int:
+        return progress.get(f"actor-{i}", {}).get("items", 0)
+
+    def grew() -> bool:
+        now = engine.progress()
+        return all(items(now, i) > items(first["progress"], i) for i in ids)
+
     first = engine.snapshot()
-    time.sleep(window_s)
+    deadline = time.monotonic() + window_s
+    while not grew():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.5)
     second = engine.snapshot()
-    grew = all(second["progress"].get(f"actor-{i}", {}).get("items", 0) >
-               first["progress"].get(f"actor-{i}", {}).get("items", 0) for i in ids)
-    return grew and second["inserts"] is not None and second["inserts"] > (first["inserts"] or 0)
+    return second["inserts"] is not None and second["inserts"] > (first["inserts"] or 0)
 
 
 def train_step(engine: Engine) -> int:
