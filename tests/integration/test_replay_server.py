@@ -16,7 +16,7 @@ from dqn.remote.weights_wire import publish_weights
 from dqn.replay_layout.items import REPLAY_TABLE, VARIABLES_TABLE
 from dqn.resolve import resolved_builder
 from dqn.settings.config import CommonConfig
-from tests.conftest import health_status, run_cli, wait_until
+from tests.conftest import ReplayServer, emptied, health_status, run_cli, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -25,6 +25,29 @@ pytestmark = pytest.mark.integration
 NO_LIMITER = ("--samples-per-insert", "0")
 #: TF-Agents' observer writes one env per item: the server's layout must be that one (the default is blocks).
 PER_ENV_ITEMS = ("--envs-per-item", "1")
+
+
+@pytest.fixture(scope="module")
+def shared_per_env_server(module_spawn, tmp_path_factory):
+    return ReplayServer(module_spawn, tmp_path_factory.mktemp("per-env") / "run", *NO_LIMITER, *PER_ENV_ITEMS,
+                        "--replay-min-size", "10")
+
+
+@pytest.fixture
+def per_env_server(shared_per_env_server):
+    """A per-env-items server with an empty table, shared by the tests that only write items and sample them."""
+    return emptied(shared_per_env_server, REPLAY_TABLE)
+
+
+@pytest.fixture(scope="module")
+def shared_server(module_spawn, tmp_path_factory):
+    return ReplayServer(module_spawn, tmp_path_factory.mktemp("default") / "run", *NO_LIMITER)
+
+
+@pytest.fixture
+def server(shared_server):
+    """A server of the default layout with empty tables, shared by the tests that neither stop nor restart it."""
+    return emptied(shared_server, REPLAY_TABLE, VARIABLES_TABLE)
 
 
 def table_size(address, table=REPLAY_TABLE):
@@ -42,8 +65,8 @@ def write_with_tf_agents_observer(address, steps):
     return bundle
 
 
-def test_items_from_tf_agents_observer_round_trip_through_as_dataset(replay_server_factory):
-    server = replay_server_factory(*NO_LIMITER, *PER_ENV_ITEMS, "--replay-min-size", "10")
+def test_items_from_tf_agents_observer_round_trip_through_as_dataset(per_env_server):
+    server = per_env_server
     bundle = write_with_tf_agents_observer(server.address, steps=200)
     assert table_size(server.address) > 150  # 200 steps minus one per episode start
     buffer = reverb_replay_buffer.ReverbReplayBuffer(
@@ -58,7 +81,7 @@ def test_items_from_tf_agents_observer_round_trip_through_as_dataset(replay_serv
 
 
 @pytest.mark.parametrize("pipeline, streams", [("streams", 1), ("streams", 4), ("as_dataset", 3)])
-def test_learner_dataset_pairs_each_key_with_its_item(replay_server_factory, pipeline, streams):
+def test_learner_dataset_pairs_each_key_with_its_item(per_env_server, pipeline, streams):
     """Both learner input pipelines give [batch, 2, ...] items with one sample info per item, correctly paired.
 
     The streams pipeline reshapes per-stream batches into one; a mix-up there would pair a key with another
@@ -69,7 +92,7 @@ def test_learner_dataset_pairs_each_key_with_its_item(replay_server_factory, pip
     from dqn.settings.config import LearnerConfig
     from tests.helpers import make_dataset
 
-    server = replay_server_factory(*NO_LIMITER, *PER_ENV_ITEMS, "--replay-min-size", "10")
+    server = per_env_server
     write_with_tf_agents_observer(server.address, steps=300)
     config = dataclasses.replace(LearnerConfig(replay_address=server.address, batch_size=32, envs_per_item=1),
                                  replay_dataset=pipeline,
@@ -86,8 +109,7 @@ def test_learner_dataset_pairs_each_key_with_its_item(replay_server_factory, pip
     assert len(seen) > 150  # most of the table was drawn, so mismatched pairs had every chance to show
 
 
-def test_signatures_are_identical_in_every_process(replay_server_factory):
-    server = replay_server_factory(*NO_LIMITER)
+def test_signatures_are_identical_in_every_process(server):
     builder = resolved_builder(CommonConfig())  # built here, in the test process, from config alone
     bundle = builder.agent
     info = reverb.Client(server.address).server_info(timeout=10)
@@ -141,8 +163,7 @@ def test_sigint_is_a_clean_stop_too(replay_server_factory, tmp_path):
     assert list(pathlib.Path(tmp_path / "run" / "replay_checkpoints").glob("*/DONE"))
 
 
-def test_second_server_on_busy_port_refuses(replay_server_factory, tmp_path):
-    server = replay_server_factory(*NO_LIMITER)
+def test_second_server_on_busy_port_refuses(server, tmp_path):
     result = run_cli("replay-server", *NO_LIMITER, "--root-dir", str(tmp_path / "other"),
                      "--port", str(server.port),
                      "--health-port", "0")
@@ -162,9 +183,8 @@ def test_restored_checkpoint_with_other_config_is_reported(replay_server_factory
     assert "replay.max_size is 6250 items in the checkpoint, 313 in the config" in result.stderr
 
 
-def test_puller_downloads_only_what_was_published_since(replay_server_factory):
+def test_puller_downloads_only_what_was_published_since(server):
     """Readers may ask often: an ask with nothing new published costs no download of the weights."""
-    server = replay_server_factory(*NO_LIMITER)
     bundle = resolved_builder(CommonConfig()).agent
     client = reverb.Client(server.address)
     variables = [v.numpy() for v in bundle.policy_variables]
