@@ -10,7 +10,9 @@ from tf_agents.trajectories import time_step as ts
 
 from dqn.replay_layout.env_block_writer import BlockStreams
 from dqn.replay_layout.env_stream_writer import TrajectoryStreams
+from dqn.replay_layout.items import REPLAY_TABLE
 from dqn.replay_layout.writing import STREAMS_PER_WRITER
+from tests.conftest import ReplayServer, emptied
 from tests.helpers import collect_steps, fill_replay, read_all_items
 
 pytestmark = pytest.mark.integration
@@ -28,6 +30,18 @@ def rows(leaves):
     """A block item's leaves [L, E, ...] as E per-env windows, each in `read_all_items`' comparable form."""
     return [tuple(np.ascontiguousarray(leaf[:, e]).tobytes() + str(leaf[:, e].shape).encode() for leaf in leaves)
             for e in range(leaves[0].shape[1])]
+
+
+@pytest.fixture(scope="module")
+def shared_block_server(module_spawn, tmp_path_factory):
+    return ReplayServer(module_spawn, tmp_path_factory.mktemp("blocks") / "run", "--samples-per-insert", "0",
+                        "--replay-min-size", "40", "--envs-per-item", "4")
+
+
+@pytest.fixture
+def block_server(shared_block_server):
+    """A replay server of 4-env blocks with an empty table, shared by the tests that only fill it and sample it."""
+    return emptied(shared_block_server, REPLAY_TABLE)
 
 
 @pytest.fixture
@@ -114,14 +128,13 @@ def test_block_priority_is_the_largest_of_its_envs(client):
 
 
 @pytest.mark.parametrize("pipeline", ["streams", "as_dataset"])
-def test_learner_unblocks_items_into_rows_paired_with_their_key_and_masks_boundaries(replay_server_factory, pipeline):
+def test_learner_unblocks_items_into_rows_paired_with_their_key_and_masks_boundaries(block_server, pipeline):
     """The learner's batch rows i*E..i*E+E-1 are item i's envs; DqnAgent gives boundary rows no TD error."""
     from dqn.resolve import resolved_builder
     from dqn.settings.config import LearnerConfig
     from tests.helpers import make_dataset
 
-    envs = 4
-    server = replay_server_factory("--samples-per-insert", "0", "--replay-min-size", "40", "--envs-per-item", str(envs))
+    envs, server = 4, block_server
     fill_replay(server.address, 2_000, num_envs=8, envs_per_item=envs)
     config = dataclasses.replace(LearnerConfig(replay_address=server.address, batch_size=32, envs_per_item=envs),
                                  replay_dataset=pipeline, train_steps_per_call=2)
@@ -143,15 +156,14 @@ def test_learner_unblocks_items_into_rows_paired_with_their_key_and_masks_bounda
     assert boundary_rows > 0 and len(seen) > 50
 
 
-def test_learner_feed_stages_the_same_rows_as_the_dataset_gives(replay_server_factory):
+def test_learner_feed_stages_the_same_rows_as_the_dataset_gives(block_server):
     """The staging call finishes batches (learner/staged_batches.py): each item's rows equal make_dataset's."""
     from dqn.resolve import resolved_builder
     from dqn.settings.config import LearnerConfig
     from learner.staged_batches import StagedBatches
     from tests.helpers import make_dataset
 
-    envs = 4
-    server = replay_server_factory("--samples-per-insert", "0", "--replay-min-size", "40", "--envs-per-item", str(envs))
+    envs, server = 4, block_server
     fill_replay(server.address, 1_000, num_envs=8, envs_per_item=envs)
     config = LearnerConfig(replay_address=server.address, batch_size=32, envs_per_item=envs)
     builder = resolved_builder(config)
