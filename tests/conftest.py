@@ -78,34 +78,29 @@ class RoleProcess:
         self._log.close()
 
 
-@pytest.fixture
-def spawn(tmp_path: Path) -> Iterator[Callable[..., RoleProcess]]:
-    """Starts role subprocesses; every one is stopped when the test ends."""
+def _spawner(log_dir: Path) -> Iterator[Callable[..., RoleProcess]]:
+    """Yields a function that starts role subprocesses logging under `log_dir`; stops them all afterwards."""
     started: list[RoleProcess] = []
 
     def _spawn(*command: str, env: dict[str, str] | None = None, name: str | None = None) -> RoleProcess:
-        log_path = tmp_path / f"{name or command[0]}-{len(started)}.log"
-        role = RoleProcess(list(command), log_path, env)
+        role = RoleProcess(list(command), log_dir / f"{name or command[0]}-{len(started)}.log", env)
         started.append(role)
         return role
 
     yield _spawn
     stop_all(started)
+
+
+@pytest.fixture
+def spawn(tmp_path: Path) -> Iterator[Callable[..., RoleProcess]]:
+    """Starts role subprocesses; every one is stopped when the test ends."""
+    yield from _spawner(tmp_path)
 
 
 @pytest.fixture(scope="module")
 def module_spawn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., RoleProcess]]:
     """`spawn` for a role that serves several tests of one module: stopped after the module's last test."""
-    started: list[RoleProcess] = []
-    logs = tmp_path_factory.mktemp("module-roles")
-
-    def _spawn(*command: str, env: dict[str, str] | None = None, name: str | None = None) -> RoleProcess:
-        role = RoleProcess(list(command), logs / f"{name or command[0]}-{len(started)}.log", env)
-        started.append(role)
-        return role
-
-    yield _spawn
-    stop_all(started)
+    yield from _spawner(tmp_path_factory.mktemp("module-roles"))
 
 
 def stop_all(roles: list[RoleProcess], grace_s: float = 45.0) -> None:
