@@ -38,7 +38,7 @@ def test_F1_kill_one_actor_and_restart_it(system_factory):
 
 def test_F2_all_actors_gone_for_a_while(system_factory):
     system = system_factory()
-    learner = system.start_learner()
+    learner = system.start_learner("--rpc-timeout-s", "3")
     actors = [system.start_actor(0), system.start_actor(1)]
     system.wait_training(50)
     for actor in actors:
@@ -46,7 +46,7 @@ def test_F2_all_actors_gone_for_a_while(system_factory):
     gone_at = time.monotonic()
     # No inserts: the learner neither crashes nor exits, and says so (no_data_timeout_s=3 in these tests).
     wait_until(lambda: "no new data" in learner.log(), 60, "the learner to report 'no new data'")
-    outage_s = 30  # three deadlines of a remote call (10 s), ten of the no-data report: any timeout would have fired
+    outage_s = 10  # three deadlines of a remote call (3 s here), three of the no-data report: any would have fired
     while time.monotonic() - gone_at < outage_s:
         assert learner.alive(), learner.log()[-3000:]
         time.sleep(2)

@@ -83,12 +83,12 @@ def test_non_finite_observations_and_rewards_are_env_faults(tmp_path, name):
 
 
 def test_a_step_that_never_returns_does_not_stall_the_actors(tmp_path):
-    output = local(tmp_path, "OftenHangingCartPole-v0", "--env-call-timeout-s", "1", "--max-train-steps", "1500",
+    output = local(tmp_path, "OftenHangingCartPole-v0", "--env-call-timeout-s", "1", "--max-train-steps", "500",
                    "--target-return", "1e9",
                    "--max-wall-time-s", "150")
     figures = summary(output)
     assert int(figures["env_restarts"]) > 0 and figures["role_restarts"] == "0", output
-    assert int(figures["train_steps"]) >= 1500, output  # training went on past the hangs
+    assert int(figures["train_steps"]) >= 500, output  # training went on past the hangs
     assert ROLES_EXIT_0 in output, output  # and every role stopped on SIGTERM, none had to be killed
     actor_log = (tmp_path / "run" / "logs" / "actor-0.log").read_text()
     assert "did not return within 1 s" in actor_log
