@@ -3,7 +3,7 @@
 Sides (bench/fair_sides.py): `ours` is `dqn-service local --env-id E --seed S --max-wall-time-s B --root-dir
 <fresh>`, as a user runs it (defaults: its own re-check, reset rule and stop at the env's reward threshold; a mask
 of valid actions found without flags); `ours-unmasked` adds `--action-mask none`; `ours-plain` holds every auto
-learning rule at its plain pick (bench/fair_sides.py), to measure what the rules that fire on an env buy there. The
+learning rule at its plain pick; `ours-candidate` adds the sitting's `--candidate-flags` (a proposed default). The
 peers run under the peer virtualenv (bench/peers/sb3_snapshots.py, which says where each one's settings come from):
 `sb3` is SB3 DQN with the rl-baselines3-zoo recipe; `sb3-scaled` is that recipe with n_timesteps set to the env
 steps `sb3` reached in this sitting for the same env and seed (so `sb3` runs first for a seed); `maskable-ppo` is
@@ -36,9 +36,9 @@ box2d==2.3.10`, the service's the box2d and bench-envs extras):
         bench.action_kinds:MultiDiscreteLunarLander-v3 --seeds 1 2 3 4 5 \
         --peer-python /work/peers-venv/bin/python --out bench/results/DATE-fair-actions
 
-Appends to <out>/runs.jsonl (one row per training run, plus one `sitting` row) and <out>/scores.jsonl (one row per
-env, side, seed and mark: the per-episode returns); never rewrites. Tables: bench/fair_tables.py. Runs of a sitting
-without kept-policy rows get them with `python bench/fair_run.py --backfill-kept --out DIR`.
+Appends to <out>/runs.jsonl (one row per run, plus a `sitting` row) and <out>/scores.jsonl (one row per env, side,
+seed and mark: the per-episode returns); never rewrites. Tables: bench/fair_tables.py. Kept-policy rows missing from
+a sitting: `python bench/fair_run.py --backfill-kept --out DIR`.
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ import glob
 import json
 import os
 import resource
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -70,6 +71,7 @@ from bench.fair_sides import (  # noqa: E402
     evaluator_side,
     kept_side,
     misfit,
+    own_flags,
     side_order,
 )
 
@@ -98,15 +100,9 @@ def reap_all(deadline_s: float = 120.0) -> int:
     return -1  # their CPU-seconds are missing from the run's: the row says so
 
 
-def children_cpu() -> float:
-    """User + system CPU-seconds of all reaped descendants so far."""
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
-def self_cpu() -> float:
-    """User + system CPU-seconds of this process."""
-    usage = resource.getrusage(resource.RUSAGE_SELF)
+def children_cpu(who: int = resource.RUSAGE_CHILDREN) -> float:
+    """User + system CPU-seconds of all reaped descendants so far (of this process with RUSAGE_SELF)."""
+    usage = resource.getrusage(who)
     return usage.ru_utime + usage.ru_stime
 
 
@@ -324,6 +320,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--episodes", type=int, default=30, help="evaluation episodes per snapshot")
     parser.add_argument("--snapshot-dir", default=None, help="where snapshots go (default: a temp dir)")
     parser.add_argument("--out", required=True, help="the results directory (runs.jsonl, scores.jsonl)")
+    parser.add_argument("--candidate-flags", default="",
+                        help="the ours-candidate side's flags, one string, e.g. '--samples-per-insert 16'")
     parser.add_argument("ours_flags", nargs="*", help="after --: extra flags for ours (none for the headline)")
     args = parser.parse_args(argv)
     if args.backfill_kept:
@@ -333,6 +331,9 @@ def main(argv: list[str] | None = None) -> int:
     sides = env_sides(args.envs, args.sides)
     if isinstance(sides, str):
         parser.error(sides)
+    candidate_flags = shlex.split(args.candidate_flags)
+    if any("ours-candidate" in own for own in sides.values()) != bool(candidate_flags):
+        parser.error("--candidate-flags and the side ours-candidate go together: give both or neither")
     if any(side in PEER_ALGOS for own in sides.values() for side in own) and not args.peer_python:
         parser.error("--peer-python is required for the peer sides (the peer virtualenv, never the service's)")
     budgets = args.budget_s if len(args.budget_s) == len(args.envs) else args.budget_s[:1] * len(args.envs)
@@ -345,7 +346,7 @@ def main(argv: list[str] | None = None) -> int:
     sitting = {"kind": "sitting", "sitting": f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:6]}",
                "commit": git_commit(), "argv": sys.argv, "machine": machine(), "time": time.time(),
                "eval_episodes": args.episodes, "service_python": sys.executable, "peer_python": args.peer_python,
-               "sides": sides}
+               "sides": sides, "candidate_flags": candidate_flags}
     append(runs_path, sitting)
     failed = 0
     for env_id, budget_s in zip(args.envs, budgets, strict=True):
@@ -360,11 +361,12 @@ def main(argv: list[str] | None = None) -> int:
                 os.makedirs(snapshots)
                 row = {"kind": "run", **base, "side": side, "seed": seed, "marks_s": marks, "snapshots": snapshots,
                        "machine": machine(), "commit": sitting["commit"], "time": time.time()}
-                harness_cpu = self_cpu()
+                harness_cpu = children_cpu(resource.RUSAGE_SELF)
                 print(f"{env_id} seed {seed} {side}: training {budget_s:g} s (load {row['machine']['loadavg']})",
                       flush=True)
                 if side in OURS_FLAGS:
-                    row.update(run_ours(env_id, seed, budget_s, marks, snapshots, OURS_FLAGS[side] + args.ours_flags))
+                    flags = own_flags(side, candidate_flags) + args.ours_flags
+                    row.update(run_ours(env_id, seed, budget_s, marks, snapshots, flags))
                 elif side != "sb3-scaled" or sb3_env_steps:
                     row.update(run_sb3(env_id, seed, budget_s, marks, snapshots, args.peer_python,
                                        sb3_env_steps if side == "sb3-scaled" else None, PEER_ALGOS[side]))
@@ -372,7 +374,7 @@ def main(argv: list[str] | None = None) -> int:
                         sb3_env_steps = row.get("env_steps")
                 else:
                     row.update(exit_code=None, error="sb3 reached no env steps in this sitting: nothing to scale to")
-                row["harness_cpu_s"] = round(self_cpu() - harness_cpu, 2)
+                row["harness_cpu_s"] = round(children_cpu(resource.RUSAGE_SELF) - harness_cpu, 2)
                 if row.get("exit_code") == 0:
                     context = {**base, "seed": seed, "sitting": sitting["sitting"]}
                     python = sys.executable if side in OURS_FLAGS else args.peer_python

@@ -2,6 +2,8 @@
 
 - `ours`: `dqn-service local` with its defaults (a mask is found without flags); `ours-unmasked`: the same with
   `--action-mask none` (the mask left unread: an illegal action does whatever the env does with it).
+- `ours-candidate`: the defaults plus the sitting's `--candidate-flags` (a proposed default, judged against `ours`
+  in the same sitting; the flags are recorded in the sitting's row).
 - `sb3`, `sb3-scaled`: SB3 DQN with rl-baselines3-zoo's recipe for the env (bench/peers/sb3_snapshots.py), the
   second with the recipe's schedule scaled to the env steps `sb3` reached.
 - `maskable-ppo`: sb3-contrib's MaskablePPO with its library defaults, the mask through `ActionMasker`.
@@ -15,7 +17,7 @@ sb3-dqn-flat; `plain` ours, sb3 and sb3-scaled.
 
 from __future__ import annotations
 
-SIDES = ("ours", "ours-unmasked", "ours-plain", "sb3", "sb3-scaled", "maskable-ppo", "sb3-dqn-flat")
+SIDES = ("ours", "ours-unmasked", "ours-plain", "ours-candidate", "sb3", "sb3-scaled", "maskable-ppo", "sb3-dqn-flat")
 #: What each auto setting that changes how the service learns picks where its rule does not fire (the plain
 #: learner); the mask is the env's own convention, not such a rule.
 PLAIN_PICKS = {"observation_history": 1, "image_encoding": "scaled", "samples_per_insert": 4.0}
@@ -23,7 +25,8 @@ PLAIN_PICKS = {"observation_history": 1, "image_encoding": "scaled", "samples_pe
 #: a sitting of ours against it shows what the rules that fire on an env buy there.
 OURS_FLAGS = {"ours": [], "ours-unmasked": ["--action-mask", "none"],
               "ours-plain": [part for name, pick in PLAIN_PICKS.items() for part in (f"--{name.replace('_', '-')}",
-                                                                                      str(pick))]}
+                                                                                      str(pick))],
+              "ours-candidate": []}  # the sitting's --candidate-flags are added by bench/fair_run.py
 #: The peer sides and the algorithm bench/peers/sb3_snapshots.py trains for each.
 PEER_ALGOS = {"sb3": "dqn", "sb3-scaled": "dqn", "maskable-ppo": "maskable-ppo", "sb3-dqn-flat": "dqn-flat"}
 #: The sides of each env kind, where --sides does not name them.
@@ -31,6 +34,11 @@ KIND_SIDES = {"plain": ("ours", "sb3", "sb3-scaled"), "masked": ("ours", "ours-u
               "multi-discrete": ("ours", "sb3-dqn-flat")}
 #: Marks random-play rows drawn apart from the env's generator (bench/fair_tables.py prefers them).
 RANDOM_DRAWS = "own stream"
+
+
+def own_flags(side: str, candidate_flags: list[str]) -> list[str]:
+    """The flags one of the service's sides adds to its command line (the candidate's come from the sitting)."""
+    return OURS_FLAGS[side] + (candidate_flags if side == "ours-candidate" else [])
 
 
 def evaluator_side(side: str) -> str:
@@ -62,7 +70,7 @@ def env_kind(env_id: str) -> str:
 
 def misfit(side: str, kind: str) -> str | None:
     """Why `side` cannot run on an env of `kind`, or None."""
-    if side in ("ours", "ours-plain") or (side == "ours-unmasked" and kind == "masked"):
+    if side in ("ours", "ours-plain", "ours-candidate") or (side == "ours-unmasked" and kind == "masked"):
         return None
     if side in KIND_SIDES[kind]:
         return None

@@ -32,8 +32,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from bench.fair_sides import OURS_FLAGS, RANDOM_DRAWS, SIDES, kept_side  # noqa: E402
 
 #: Each side's colour in the curves' plots, in the order the sides are drawn.
-SIDE_COLORS = dict(zip(SIDES, ("tab:blue", "tab:purple", "tab:cyan", "tab:orange", "tab:green", "tab:red", "tab:brown"),
-                       strict=True))
+SIDE_COLORS = dict(zip(SIDES, ("tab:blue", "tab:purple", "tab:cyan", "tab:olive", "tab:orange", "tab:green", "tab:red",
+                              "tab:brown"), strict=True))
 
 BOOTSTRAP = 10_000
 

@@ -10,10 +10,11 @@ import json
 
 import gymnasium as gym
 import numpy as np
+import pytest
 
-from bench import fair_eval
+from bench import fair_eval, fair_run
 from bench.action_kinds import CountIllegal, FlatActions, GridActions, legal_actions
-from bench.fair_sides import OURS_FLAGS, PLAIN_PICKS, RANDOM_DRAWS, SIDES, env_kind, misfit, side_order
+from bench.fair_sides import OURS_FLAGS, PLAIN_PICKS, RANDOM_DRAWS, SIDES, env_kind, misfit, own_flags, side_order
 from dqn.envs.action_spaces import ActionForm
 from dqn.settings.common import AUTO_FROM_ENV
 from dqn.settings.config import LocalConfig
@@ -104,6 +105,18 @@ def test_the_plain_side_holds_every_auto_learning_rule_at_its_plain_pick_and_lea
     assert parsed.unresolved() == ["action_mask"], "a new auto rule needs its plain pick in PLAIN_PICKS"
     assert {name: getattr(parsed, name) for name in PLAIN_PICKS} == PLAIN_PICKS
     assert set(PLAIN_PICKS) == set(AUTO_FROM_ENV) - {"action_mask"}
+
+
+def test_the_candidate_side_runs_the_sittings_flags_on_any_env_and_needs_them(tmp_path, capsys):
+    candidate = ["--samples-per-insert", "16"]
+    assert own_flags("ours-candidate", candidate) == candidate and own_flags("ours", candidate) == []
+    assert misfit("ours-candidate", "masked") is None and misfit("ours-candidate", "plain") is None
+    for argv in (["--sides", "ours", "ours-candidate"], ["--sides", "ours", "--candidate-flags", "--gamma 0.9"]):
+        with pytest.raises(SystemExit) as stop:
+            fair_run.main(["--envs", "CartPole-v1", "--out", str(tmp_path), *argv])
+        assert stop.value.code == 2
+        assert "--candidate-flags and the side ours-candidate go together" in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())  # refused before the sitting's first row
 
 
 def test_every_side_has_its_own_colour_in_the_plots():
