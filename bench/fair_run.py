@@ -100,8 +100,8 @@ def reap_all(deadline_s: float = 120.0) -> int:
     return -1  # their CPU-seconds are missing from the run's: the row says so
 
 
-def children_cpu(who: int = resource.RUSAGE_CHILDREN) -> float:
-    """User + system CPU-seconds of all reaped descendants so far (of this process with RUSAGE_SELF)."""
+def cpu_seconds(who: int = resource.RUSAGE_CHILDREN) -> float:
+    """User + system CPU-seconds of the reaped descendants so far (RUSAGE_CHILDREN), or of this process."""
     usage = resource.getrusage(who)
     return usage.ru_utime + usage.ru_stime
 
@@ -188,7 +188,7 @@ def run_ours(env_id: str, seed: int, budget_s: float, marks: list[float], snapsh
     # too (isolation changes nothing a run learns).
     command = [sys.executable, "-m", "launcher", "local", "--env-id", env_id, "--seed", str(seed),
                "--max-wall-time-s", f"{budget_s:g}", "--root-dir", root, "--isolate-network", "false", *flags]
-    cpu_before, started = children_cpu(), time.time()
+    cpu_before, started = cpu_seconds(), time.time()
     child = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     watcher = OursSnapshots(snapshots, marks, started, root)
     lines = []
@@ -205,7 +205,7 @@ def run_ours(env_id: str, seed: int, budget_s: float, marks: list[float], snapsh
     fields = dict(part.split("=", 1) for part in summary[len(SUMMARY_PREFIX):].split() if "=" in part)
     return {"command": command, "root": root, "exit_code": exit_code, "orphans_reaped": reaped,
             "wall_s": round(ended - started, 2), "loadavg_end": load_end,
-            "cpu_s": round(children_cpu() - cpu_before, 2), "solved": fields.get("solved") == "yes",
+            "cpu_s": round(cpu_seconds() - cpu_before, 2), "solved": fields.get("solved") == "yes",
             "env_steps": int(fields.get("env_steps", 0)), "train_steps": int(fields.get("train_steps", 0)),
             "kept_recheck": kept_recheck(root), "summary": summary.strip(), "tail": "".join(lines[-5:])[-1500:]}
 
@@ -238,14 +238,14 @@ def run_sb3(env_id: str, seed: int, budget_s: float, marks: list[float], snapsho
                "--snapshots", snapshots, "--marks", *[f"{m:g}" for m in marks]]
     if scaled_timesteps:
         command += ["--scaled-timesteps", str(scaled_timesteps)]
-    cpu_before = children_cpu()
+    cpu_before = cpu_seconds()
     result = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
     ended, load_end = time.time(), os.getloadavg()
     reaped = reap_all()
     last = next((json.loads(line) for line in reversed(result.stdout.splitlines()) if line.startswith("{")), {})
     return {"command": command, "exit_code": result.returncode, "orphans_reaped": reaped,
             "wall_s": round(ended - started, 2), "loadavg_end": load_end,
-            "cpu_s": round(children_cpu() - cpu_before, 2), "env_steps": last.get("env_steps"),
+            "cpu_s": round(cpu_seconds() - cpu_before, 2), "env_steps": last.get("env_steps"),
             "train_steps": last.get("train_steps"), "scaled_timesteps": scaled_timesteps,
             "tail": (result.stdout + result.stderr)[-1500:]}
 
@@ -258,12 +258,12 @@ def evaluate(side: str, env_id: str, python: str, snapshots: str | None, root: s
                str(episodes), "--context", json.dumps(context), "--out", out]
     command += ["--snapshots", snapshots] if snapshots else []
     command += ["--run-dir", root] if root else []
-    cpu_before = children_cpu()
+    cpu_before = cpu_seconds()
     result = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
     reap_all()
     if result.returncode:
         print(f"evaluator failed ({side} {env_id}):\n{result.stdout[-1500:]}{result.stderr[-3000:]}", flush=True)
-    return {"eval_exit_code": result.returncode, "eval_cpu_s": round(children_cpu() - cpu_before, 2)}
+    return {"eval_exit_code": result.returncode, "eval_cpu_s": round(cpu_seconds() - cpu_before, 2)}
 
 
 def append(path: str, row: dict) -> None:
@@ -361,7 +361,7 @@ def main(argv: list[str] | None = None) -> int:
                 os.makedirs(snapshots)
                 row = {"kind": "run", **base, "side": side, "seed": seed, "marks_s": marks, "snapshots": snapshots,
                        "machine": machine(), "commit": sitting["commit"], "time": time.time()}
-                harness_cpu = children_cpu(resource.RUSAGE_SELF)
+                harness_cpu = cpu_seconds(resource.RUSAGE_SELF)
                 print(f"{env_id} seed {seed} {side}: training {budget_s:g} s (load {row['machine']['loadavg']})",
                       flush=True)
                 if side in OURS_FLAGS:
@@ -374,7 +374,7 @@ def main(argv: list[str] | None = None) -> int:
                         sb3_env_steps = row.get("env_steps")
                 else:
                     row.update(exit_code=None, error="sb3 reached no env steps in this sitting: nothing to scale to")
-                row["harness_cpu_s"] = round(children_cpu(resource.RUSAGE_SELF) - harness_cpu, 2)
+                row["harness_cpu_s"] = round(cpu_seconds(resource.RUSAGE_SELF) - harness_cpu, 2)
                 if row.get("exit_code") == 0:
                     context = {**base, "seed": seed, "sitting": sitting["sitting"]}
                     python = sys.executable if side in OURS_FLAGS else args.peer_python
