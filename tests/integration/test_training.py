@@ -183,7 +183,9 @@ def test_local_stops_every_role_cleanly_when_its_process_group_gets_sigterm(tmp_
 
 def test_local_without_supervision_exits_nonzero_when_a_role_dies(tmp_path):
     command = [sys.executable, "-m", "launcher", "local", "--root-dir", str(tmp_path / "run"), *FAST,
-               *LEARNER_FAST, "--num-envs", "4", "--max-train-steps", "100000", "--max-role-restarts", "0"]
+               *LEARNER_FAST, "--num-envs", "4", "--max-train-steps", "100000", "--max-role-restarts", "0",
+               # CartPole can be solved within seconds; an unreachable target keeps the run going until the kill.
+               "--target-return", "1e9"]
     local = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO)
     try:
         def actor_child():
