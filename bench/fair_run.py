@@ -36,6 +36,11 @@ box2d==2.3.10`, the service's the box2d and bench-envs extras):
         bench.action_kinds:MultiDiscreteLunarLander-v3 --seeds 1 2 3 4 5 \
         --peer-python /work/peers-venv/bin/python --out bench/results/DATE-fair-actions
 
+Where rl-baselines3-zoo has no DQN recipe for an env (the held-out families), the peer gets a sweep of at most 4
+settings instead (bench/peers/sb3_snapshots.py's NO_RECIPE_SWEEP): a sitting of `--sides sb3 sb3-scaled
+--peer-recipe R` per setting R on seeds 1 and 2; the setting with the best median final score of either side is
+the peer's `--peer-recipe` in the env's headline sitting with ours.
+
 Appends to <out>/runs.jsonl (one row per run, plus a `sitting` row) and <out>/scores.jsonl (one row per env, side,
 seed and mark: the per-episode returns); never rewrites. Tables: bench/fair_tables.py. Kept-policy rows missing from
 a sitting: `python bench/fair_run.py --backfill-kept --out DIR`.
@@ -61,19 +66,10 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+import bench.fair_sides as fair_sides  # noqa: E402
 from bench.common import cpu_name  # noqa: E402
-from bench.fair_sides import (  # noqa: E402
-    KIND_SIDES,
-    OURS_FLAGS,
-    PEER_ALGOS,
-    SIDES,
-    env_kind,
-    evaluator_side,
-    kept_side,
-    misfit,
-    own_flags,
-    side_order,
-)
+from bench.fair_sides import OURS_FLAGS, PEER_ALGOS, SIDES  # noqa: E402
+from bench.peers.sb3_snapshots import NO_RECIPE_SWEEP, ZOO  # noqa: E402
 
 PR_SET_CHILD_SUBREAPER = 36
 SUMMARY_PREFIX = "summary: "
@@ -230,14 +226,14 @@ def kept_recheck(root: str) -> dict | None:
 
 
 def run_sb3(env_id: str, seed: int, budget_s: float, marks: list[float], snapshots: str, python: str,
-            scaled_timesteps: int | None, algo: str = "dqn") -> dict:
+            scaled_timesteps: int | None, algo: str = "dqn", recipe_of: str | None = None) -> dict:
     """One peer run under the peer's python (bench/peers/sb3_snapshots.py)."""
     started = time.time()
     command = [python, os.path.join(REPO, "bench", "peers", "sb3_snapshots.py"), "--env-id", env_id, "--algo", algo,
                "--seed", str(seed), "--budget-s", f"{budget_s:g}", "--started-epoch", f"{started:.3f}",
                "--snapshots", snapshots, "--marks", *[f"{m:g}" for m in marks]]
-    if scaled_timesteps:
-        command += ["--scaled-timesteps", str(scaled_timesteps)]
+    command += ["--scaled-timesteps", str(scaled_timesteps)] if scaled_timesteps else []
+    command += ["--recipe-of", recipe_of] if recipe_of and algo == "dqn" else []
     cpu_before = cpu_seconds()
     result = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
     ended, load_end = time.time(), os.getloadavg()
@@ -253,8 +249,8 @@ def run_sb3(env_id: str, seed: int, budget_s: float, marks: list[float], snapsho
 def evaluate(side: str, env_id: str, python: str, snapshots: str | None, root: str | None, context: dict,
              out: str, episodes: int) -> dict:
     """bench/fair_eval.py in its own process; its exit code and CPU-seconds."""
-    command = [python, os.path.join(REPO, "bench", "fair_eval.py"), "--side",
-               side if side in ("random", "ours-kept") else evaluator_side(side), "--env-id", env_id, "--episodes",
+    scored = side if side in ("random", "ours-kept") else fair_sides.evaluator_side(side)
+    command = [python, os.path.join(REPO, "bench", "fair_eval.py"), "--side", scored, "--env-id", env_id, "--episodes",
                str(episodes), "--context", json.dumps(context), "--out", out]
     command += ["--snapshots", snapshots] if snapshots else []
     command += ["--run-dir", root] if root else []
@@ -282,7 +278,7 @@ def backfill_kept(out: str, episodes: int) -> int:
     with open(runs_path, encoding="utf-8") as handle:
         runs = [r for r in map(json.loads, handle) if r.get("kind") == "run" and r["side"] in OURS_FLAGS]
     for run in runs:
-        kept = kept_side(run["side"])
+        kept = fair_sides.kept_side(run["side"])
         if (run["sitting"], run["env_id"], run["seed"], kept) in done or not os.path.isdir(run.get("root", "")):
             continue
         context = {**{key: run[key] for key in ("sitting", "env_id", "budget_s", "seed")}, "side": kept}
@@ -295,9 +291,9 @@ def env_sides(envs: list[str], sides: list[str] | None) -> dict[str, list[str]] 
     """Each env's sides (--sides, or its kind's), or why some side cannot run on some env."""
     chosen = {}
     for env_id in envs:
-        kind = env_kind(env_id)
-        own = [side for side in SIDES if side in (sides or KIND_SIDES[kind])]
-        problems = [f"{env_id}: {problem}" for problem in map(lambda side: misfit(side, kind), own) if problem]
+        kind = fair_sides.env_kind(env_id)
+        own = [side for side in SIDES if side in (sides or fair_sides.KIND_SIDES[kind])]
+        problems = [f"{env_id}: {problem}" for problem in (fair_sides.misfit(side, kind) for side in own) if problem]
         if problems:
             return "; ".join(problems)
         if "sb3-scaled" in own and "sb3" not in own:
@@ -322,6 +318,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", required=True, help="the results directory (runs.jsonl, scores.jsonl)")
     parser.add_argument("--candidate-flags", default="",
                         help="the ours-candidate side's flags, one string, e.g. '--samples-per-insert 16'")
+    parser.add_argument("--peer-recipe", choices=NO_RECIPE_SWEEP,
+                        help="sb3 and sb3-scaled on an env with no zoo recipe: the setting of the peer's sweep to run")
     parser.add_argument("ours_flags", nargs="*", help="after --: extra flags for ours (none for the headline)")
     args = parser.parse_args(argv)
     if args.backfill_kept:
@@ -336,6 +334,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--candidate-flags and the side ours-candidate go together: give both or neither")
     if any(side in PEER_ALGOS for own in sides.values() for side in own) and not args.peer_python:
         parser.error("--peer-python is required for the peer sides (the peer virtualenv, never the service's)")
+    if args.peer_recipe and any(env_id.rpartition(":")[2] in ZOO for env_id in args.envs):
+        parser.error("--peer-recipe is for envs with no rl-baselines3-zoo recipe; the others run their own")
     budgets = args.budget_s if len(args.budget_s) == len(args.envs) else args.budget_s[:1] * len(args.envs)
     become_subreaper()
     import dqn.remote.weights_puller  # noqa: F401 - TF and Reverb imported before any clock starts
@@ -346,7 +346,7 @@ def main(argv: list[str] | None = None) -> int:
     sitting = {"kind": "sitting", "sitting": f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:6]}",
                "commit": git_commit(), "argv": sys.argv, "machine": machine(), "time": time.time(),
                "eval_episodes": args.episodes, "service_python": sys.executable, "peer_python": args.peer_python,
-               "sides": sides, "candidate_flags": candidate_flags}
+               "sides": sides, "candidate_flags": candidate_flags, "peer_recipe": args.peer_recipe}
     append(runs_path, sitting)
     failed = 0
     for env_id, budget_s in zip(args.envs, budgets, strict=True):
@@ -356,7 +356,7 @@ def main(argv: list[str] | None = None) -> int:
                            args.episodes)["eval_exit_code"] != 0
         for position, seed in enumerate(args.seeds):
             sb3_env_steps = None
-            for side in side_order(sides[env_id], position):
+            for side in fair_sides.side_order(sides[env_id], position):
                 snapshots = os.path.join(snapshot_root, f"{env_id}-{side}-s{seed}-{uuid.uuid4().hex[:6]}")
                 os.makedirs(snapshots)
                 row = {"kind": "run", **base, "side": side, "seed": seed, "marks_s": marks, "snapshots": snapshots,
@@ -365,11 +365,12 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{env_id} seed {seed} {side}: training {budget_s:g} s (load {row['machine']['loadavg']})",
                       flush=True)
                 if side in OURS_FLAGS:
-                    flags = own_flags(side, candidate_flags) + args.ours_flags
+                    flags = fair_sides.own_flags(side, candidate_flags) + args.ours_flags
                     row.update(run_ours(env_id, seed, budget_s, marks, snapshots, flags))
                 elif side != "sb3-scaled" or sb3_env_steps:
                     row.update(run_sb3(env_id, seed, budget_s, marks, snapshots, args.peer_python,
-                                       sb3_env_steps if side == "sb3-scaled" else None, PEER_ALGOS[side]))
+                                       sb3_env_steps if side == "sb3-scaled" else None, PEER_ALGOS[side],
+                                       args.peer_recipe))
                     if side == "sb3":
                         sb3_env_steps = row.get("env_steps")
                 else:
@@ -382,7 +383,7 @@ def main(argv: list[str] | None = None) -> int:
                                         {**context, "side": side}, scores_path, args.episodes))
                     if side in OURS_FLAGS:  # and the policy the run kept, what its user gets
                         kept = evaluate("ours-kept", env_id, python, None, row["root"],
-                                        {**context, "side": kept_side(side)}, scores_path, args.episodes)
+                                        {**context, "side": fair_sides.kept_side(side)}, scores_path, args.episodes)
                         row.update(kept_eval_exit_code=kept["eval_exit_code"], kept_eval_cpu_s=kept["eval_cpu_s"])
                 failed += row.get("exit_code") != 0 or row.get("eval_exit_code", 1) != 0
                 append(runs_path, row)

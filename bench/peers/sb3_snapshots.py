@@ -62,14 +62,25 @@ ZOO = {
 }
 
 
+#: For an env with no zoo entry: SB3 DQN's own library defaults (stable_baselines3 2.9.2 `DQN.__init__`), with the
+#: zoo classic entries' 100k n_timesteps so that `sb3-scaled` can scale its schedule like theirs.
+SB3_DEFAULTS = dict(n_timesteps=100_000, policy="MlpPolicy", learning_rate=1e-4, buffer_size=1_000_000,
+                    learning_starts=100, batch_size=32, tau=1.0, gamma=0.99, train_freq=4, gradient_steps=1,
+                    target_update_interval=10_000, exploration_fraction=0.1, exploration_initial_eps=1.0,
+                    exploration_final_eps=0.05)
+#: The peer's settings sweep where rl-baselines3-zoo has no DQN recipe for an env (`--recipe-of`): the three
+#: distinct classic-control recipes (Acrobot's equals LunarLander's) and the library defaults, at most 4 settings.
+NO_RECIPE_SWEEP = ("CartPole-v1", "MountainCar-v0", "LunarLander-v3", "sb3-defaults")
+
 #: MaskablePPO's library defaults (every other argument left as sb3-contrib sets it); n_timesteps bounds a `learn`.
 MASKABLE_PPO = dict(n_timesteps=1_000_000, policy="MlpPolicy")
 
 
-def recipe(env_id: str, scaled_timesteps: int | None = None, algo: str = "dqn") -> dict:
+def recipe(env_id: str, scaled_timesteps: int | None = None, algo: str = "dqn", recipe_of: str | None = None) -> dict:
     """The side's settings: the zoo's DQN entry for the env (or the env it discretises), MaskablePPO's defaults.
 
-    With `scaled_timesteps`, the DQN schedule is scaled to them (learning_starts at the same fraction).
+    `recipe_of` (one of NO_RECIPE_SWEEP) lends an env that has no zoo entry the settings of one that has, or SB3's
+    defaults. With `scaled_timesteps`, the DQN schedule is scaled to them (learning_starts at the same fraction).
     """
     if algo == "maskable-ppo":
         return dict(MASKABLE_PPO)
@@ -78,9 +89,15 @@ def recipe(env_id: str, scaled_timesteps: int | None = None, algo: str = "dqn") 
         from bench.action_kinds import UNDERLYING
 
         name = UNDERLYING.get(name, name)
-    if name not in ZOO:
-        raise SystemExit(f"sb3_snapshots: no rl-baselines3-zoo DQN recipe here for {env_id} (known: {sorted(ZOO)})")
-    params = dict(ZOO[name])
+    if recipe_of is not None:
+        if name in ZOO or recipe_of not in NO_RECIPE_SWEEP:
+            raise SystemExit(f"sb3_snapshots: --recipe-of is for an env with no zoo recipe ({sorted(ZOO)} have one) "
+                             f"and takes one of {NO_RECIPE_SWEEP}; got {recipe_of} for {env_id}")
+        name = recipe_of
+    elif name not in ZOO:
+        raise SystemExit(f"sb3_snapshots: no rl-baselines3-zoo DQN recipe here for {env_id} (known: {sorted(ZOO)}); "
+                         f"give --recipe-of with one of {NO_RECIPE_SWEEP} (the documented sweep)")
+    params = dict(SB3_DEFAULTS if name == "sb3-defaults" else ZOO[name])
     if scaled_timesteps:
         params["learning_starts"] = round(params["learning_starts"] * scaled_timesteps / params["n_timesteps"])
         params["n_timesteps"] = int(scaled_timesteps)
@@ -116,6 +133,7 @@ def main() -> None:
     parser.add_argument("--marks", type=float, nargs="+", required=True, help="seconds since launch")
     parser.add_argument("--snapshots", required=True)
     parser.add_argument("--scaled-timesteps", type=int, default=None)
+    parser.add_argument("--recipe-of", default=None, help=f"for an env with no zoo recipe: one of {NO_RECIPE_SWEEP}")
     args = parser.parse_args()
     sys.path.insert(0, REPO)  # bench.action_kinds: its envs and wrappers
 
@@ -123,10 +141,11 @@ def main() -> None:
     from stable_baselines3.common.callbacks import BaseCallback
 
     torch.set_num_threads(1)  # one BLAS thread, as each of the service's roles
-    params = recipe(args.env_id, args.scaled_timesteps, args.algo)
+    params = recipe(args.env_id, args.scaled_timesteps, args.algo, args.recipe_of)
     os.makedirs(args.snapshots, exist_ok=True)
     with open(os.path.join(args.snapshots, "recipe.json"), "w", encoding="utf-8") as handle:
-        json.dump({"env_id": args.env_id, "algo": args.algo, "scaled_timesteps": args.scaled_timesteps, **params},
+        json.dump({"env_id": args.env_id, "algo": args.algo, "scaled_timesteps": args.scaled_timesteps,
+                   "recipe_of": args.recipe_of, **params},
                   handle)
     n_timesteps = params.pop("n_timesteps")
     marks = sorted(args.marks)

@@ -1,0 +1,43 @@
+"""The SB3 peer's settings: the zoo's recipe where it has one, else one named setting of a sweep of at most 4."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.peers.sb3_snapshots import NO_RECIPE_SWEEP, SB3_DEFAULTS, ZOO, recipe
+
+HELD_OUT = "gym_anytrading:stocks-v0"  # no rl-baselines3-zoo DQN entry
+
+
+def test_an_env_without_a_zoo_recipe_needs_a_setting_of_the_sweep_and_gets_exactly_it():
+    assert len(NO_RECIPE_SWEEP) <= 4
+    with pytest.raises(SystemExit, match="give --recipe-of with one of"):
+        recipe(HELD_OUT)
+    assert recipe(HELD_OUT, recipe_of="MountainCar-v0") == ZOO["MountainCar-v0"]
+    assert recipe(HELD_OUT, recipe_of="sb3-defaults") == SB3_DEFAULTS
+    settings = [recipe(HELD_OUT, recipe_of=name) for name in NO_RECIPE_SWEEP]
+    assert all(settings.count(setting) == 1 for setting in settings)  # no two settings of the sweep alike
+
+
+def test_a_lent_recipe_is_scaled_like_the_zoos_own():
+    scaled = recipe(HELD_OUT, 50_000, recipe_of="sb3-defaults")
+    assert scaled["n_timesteps"] == 50_000 and scaled["learning_starts"] == 50  # the same fraction of the run
+    assert scaled["exploration_fraction"] == SB3_DEFAULTS["exploration_fraction"]
+
+
+def test_a_lent_recipe_is_refused_where_the_zoo_has_one_or_the_setting_is_not_in_the_sweep():
+    with pytest.raises(SystemExit, match="for an env with no zoo recipe"):
+        recipe("CartPole-v1", recipe_of="LunarLander-v3")
+    with pytest.raises(SystemExit, match="takes one of"):
+        recipe(HELD_OUT, recipe_of="Acrobot-v1")  # the same settings as LunarLander-v3's, so not a setting of its own
+
+
+def test_the_harness_refuses_a_lent_recipe_for_an_env_with_its_own_before_any_row(tmp_path, capsys):
+    from bench import fair_run
+
+    with pytest.raises(SystemExit) as stop:
+        fair_run.main(["--envs", "CartPole-v1", "--sides", "sb3", "--peer-recipe", "sb3-defaults", "--peer-python",
+                       "python", "--out", str(tmp_path)])
+    assert stop.value.code == 2
+    assert "--peer-recipe is for envs with no rl-baselines3-zoo recipe" in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())
