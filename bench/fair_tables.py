@@ -63,6 +63,14 @@ def iqm(values: list[float]) -> float | None:
     return float(np.mean(data[cut:len(data) - cut]))
 
 
+def difference_interval(ours: list[float], peer: list[float], seed: int = 1) -> tuple[float, float, float]:
+    """(difference of means ours - peer, low, high): the verdict where a ratio is undefined."""
+    rng = np.random.default_rng(seed)
+    a = rng.choice(np.asarray(ours, float), size=(BOOTSTRAP, len(ours))).mean(axis=1)
+    b = rng.choice(np.asarray(peer, float), size=(BOOTSTRAP, len(peer))).mean(axis=1)
+    return float(np.mean(ours) - np.mean(peer)), float(np.percentile(a - b, 2.5)), float(np.percentile(a - b, 97.5))
+
+
 def ratio_interval(ours: list[float], peer: list[float], seed: int = 1) -> tuple[float | None, float, float, float]:
     """(ratio of means, low, high, share of resamples whose peer mean is <= 0) of two sets of normalised scores."""
     rng = np.random.default_rng(seed)
@@ -217,7 +225,11 @@ def ratio_lines(env: str, results: dict, random_score: float) -> list[str]:
             if min(len(ours), len(theirs)) < 2:
                 verdict = "too few seeds for an interval"
             elif point is None or bad > 0.025:
-                verdict = f"undefined: {peer} not above random play in {bad:.0%} of resamples"
+                # A ratio over a side at random play's level says nothing; the difference of the means still does.
+                diff, low, high = difference_interval(ours, theirs)
+                verdict = (f"ratio undefined ({peer} not above random play in {bad:.0%} of resamples); difference "
+                           f"ours - {peer} {fmt(diff, 2)} [{fmt(low, 2)}, {fmt(high, 2)}]: "
+                           + ("level" if low <= 0 <= high else "ours ahead" if low > 0 else f"{peer} ahead"))
             elif low <= 1 <= high:
                 verdict = "level"
             else:
