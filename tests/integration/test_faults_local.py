@@ -44,7 +44,7 @@ def finish(launcher, timeout_s=180):
 
 
 def test_F12_a_killed_role_is_restarted_and_a_crash_loop_ends_the_run(tmp_path):
-    run = local(tmp_path, "--max-role-restarts", "1")
+    run = local(tmp_path, "--max-role-restarts", "1", "--target-return", "1e9")  # no early solve before the kills
     try:
         actor_log = tmp_path / "run" / "logs" / "actor-0.log"
         wait_until(lambda: role_process(run, "actor-0") is not None and read_progress(

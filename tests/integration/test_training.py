@@ -164,7 +164,7 @@ def test_status_reports_tables_train_step_and_health(spawn, replay_server_factor
 def test_local_stops_every_role_cleanly_when_its_process_group_gets_sigterm(tmp_path):
     """A supervisor's SIGTERM to the whole group also reaches the forkserver the roles were forked from."""
     command = [sys.executable, "-m", "launcher", "local", "--root-dir", str(tmp_path / "run"), *FAST,
-               *LEARNER_FAST, "--num-envs", "4", "--max-train-steps", "100000"]
+               *LEARNER_FAST, "--num-envs", "4", "--max-train-steps", "100000", "--target-return", "1e9"]
     local = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO,
                              start_new_session=True)
     try:
