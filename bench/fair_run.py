@@ -39,7 +39,8 @@ box2d==2.3.10`, the service's the box2d and bench-envs extras):
 Where rl-baselines3-zoo has no DQN recipe for an env (the held-out families), the peer gets a sweep of at most 4
 settings instead (bench/peers/sb3_snapshots.py's NO_RECIPE_SWEEP): a sitting of `--sides sb3 sb3-scaled
 --peer-recipe R` per setting R on seeds 1 and 2; the setting with the best median final score of either side is
-the peer's `--peer-recipe` in the env's headline sitting with ours.
+the peer's `--peer-recipe` in the env's headline sitting with ours. Each setting's sitting gets an --out of its own
+(the tables pool a directory's rows by side).
 
 Appends to <out>/runs.jsonl (one row per run, plus a `sitting` row) and <out>/scores.jsonl (one row per env, side,
 seed and mark: the per-episode returns); never rewrites. Tables: bench/fair_tables.py. Kept-policy rows missing from
@@ -69,7 +70,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import bench.fair_sides as fair_sides  # noqa: E402
 from bench.common import cpu_name  # noqa: E402
 from bench.fair_sides import OURS_FLAGS, PEER_ALGOS, SIDES  # noqa: E402
-from bench.peers.sb3_snapshots import NO_RECIPE_SWEEP, ZOO  # noqa: E402
+from bench.peers.sb3_snapshots import NO_RECIPE_SWEEP  # noqa: E402
 
 PR_SET_CHILD_SUBREAPER = 36
 SUMMARY_PREFIX = "summary: "
@@ -334,8 +335,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--candidate-flags and the side ours-candidate go together: give both or neither")
     if any(side in PEER_ALGOS for own in sides.values() for side in own) and not args.peer_python:
         parser.error("--peer-python is required for the peer sides (the peer virtualenv, never the service's)")
-    if args.peer_recipe and any(env_id.rpartition(":")[2] in ZOO for env_id in args.envs):
-        parser.error("--peer-recipe is for envs with no rl-baselines3-zoo recipe; the others run their own")
+    if problem := fair_sides.peer_recipe_problem(sides, args.peer_recipe):
+        parser.error(problem)
     budgets = args.budget_s if len(args.budget_s) == len(args.envs) else args.budget_s[:1] * len(args.envs)
     become_subreaper()
     import dqn.remote.weights_puller  # noqa: F401 - TF and Reverb imported before any clock starts
@@ -360,7 +361,8 @@ def main(argv: list[str] | None = None) -> int:
                 snapshots = os.path.join(snapshot_root, f"{env_id}-{side}-s{seed}-{uuid.uuid4().hex[:6]}")
                 os.makedirs(snapshots)
                 row = {"kind": "run", **base, "side": side, "seed": seed, "marks_s": marks, "snapshots": snapshots,
-                       "machine": machine(), "commit": sitting["commit"], "time": time.time()}
+                       "machine": machine(), "commit": sitting["commit"], "time": time.time(),
+                       "peer_recipe": args.peer_recipe if PEER_ALGOS.get(side) == "dqn" else None}
                 harness_cpu = cpu_seconds(resource.RUSAGE_SELF)
                 print(f"{env_id} seed {seed} {side}: training {budget_s:g} s (load {row['machine']['loadavg']})",
                       flush=True)

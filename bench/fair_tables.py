@@ -226,10 +226,11 @@ def ratio_lines(env: str, results: dict, random_score: float) -> list[str]:
                 verdict = "too few seeds for an interval"
             elif point is None or bad > 0.025:
                 # A ratio over a side at random play's level says nothing; the difference of the means still does.
-                diff, low, high = difference_interval(ours, theirs)
+                diff, d_low, d_high = difference_interval(ours, theirs)
+                point, low, high = None, float("nan"), float("nan")  # the ratio's columns stay empty
                 verdict = (f"ratio undefined ({peer} not above random play in {bad:.0%} of resamples); difference "
-                           f"ours - {peer} {fmt(diff, 2)} [{fmt(low, 2)}, {fmt(high, 2)}]: "
-                           + ("level" if low <= 0 <= high else "ours ahead" if low > 0 else f"{peer} ahead"))
+                           f"ours - {peer} {fmt(diff, 2)} [{fmt(d_low, 2)}, {fmt(d_high, 2)}]: "
+                           + ("level" if d_low <= 0 <= d_high else "ours ahead" if d_low > 0 else f"{peer} ahead"))
             elif low <= 1 <= high:
                 verdict = "level"
             else:

@@ -62,8 +62,9 @@ ZOO = {
 }
 
 
-#: For an env with no zoo entry: SB3 DQN's own library defaults (stable_baselines3 2.9.2 `DQN.__init__`), with the
-#: zoo classic entries' 100k n_timesteps so that `sb3-scaled` can scale its schedule like theirs.
+#: For an env with no zoo entry: SB3 DQN's own library defaults (stable_baselines3 2.9.2 `DQN.__init__`). SB3 has no
+#: default n_timesteps; 100k, the zoo's LunarLander and Acrobot entries' (CartPole's is 50k, MountainCar's 120k),
+#: sets epsilon's decay to 10k env steps in `sb3` and lets `sb3-scaled` scale it to the budget like theirs.
 SB3_DEFAULTS = dict(n_timesteps=100_000, policy="MlpPolicy", learning_rate=1e-4, buffer_size=1_000_000,
                     learning_starts=100, batch_size=32, tau=1.0, gamma=0.99, train_freq=4, gradient_steps=1,
                     target_update_interval=10_000, exploration_fraction=0.1, exploration_initial_eps=1.0,

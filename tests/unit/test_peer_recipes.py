@@ -39,5 +39,14 @@ def test_the_harness_refuses_a_lent_recipe_for_an_env_with_its_own_before_any_ro
         fair_run.main(["--envs", "CartPole-v1", "--sides", "sb3", "--peer-recipe", "sb3-defaults", "--peer-python",
                        "python", "--out", str(tmp_path)])
     assert stop.value.code == 2
-    assert "--peer-recipe is for envs with no rl-baselines3-zoo recipe" in capsys.readouterr().err
+    assert "--peer-recipe is for the sb3 sides on envs with no rl-baselines3-zoo recipe" in capsys.readouterr().err
     assert not list(tmp_path.iterdir())
+
+
+def test_a_sitting_is_refused_where_an_sb3_side_has_no_recipe_or_a_lent_recipe_has_no_sb3_side():
+    from bench.fair_sides import peer_recipe_problem
+
+    assert "needs --peer-recipe" in peer_recipe_problem({HELD_OUT: ["ours", "sb3", "sb3-scaled"]}, None)
+    assert "is for the sb3 sides" in peer_recipe_problem({HELD_OUT: ["ours", "ours-candidate"]}, "sb3-defaults")
+    assert peer_recipe_problem({HELD_OUT: ["ours", "sb3"]}, "sb3-defaults") is None
+    assert peer_recipe_problem({"CartPole-v1": ["ours", "sb3"], HELD_OUT: ["ours"]}, None) is None
