@@ -126,7 +126,7 @@ def test_live_injections_name_each_part_in_turn(tmp_path: Path):
 def run_local(tmp_path: Path, *flags: str) -> tuple[subprocess.Popen, Path]:
     """`dqn-service local` with FAST settings and `flags`, its output in a file: (process, output).
 
-    No target return: a run that solves CartPole stops before the verdict can be judged.
+    An unreachable target return: a run that solves CartPole stops before the verdict can be judged.
     """
     output = tmp_path / "local.out"
     with open(output, "wb") as handle:
