@@ -17,7 +17,7 @@ sb3-dqn-flat; `plain` ours, sb3 and sb3-scaled.
 
 from __future__ import annotations
 
-from bench.peers.sb3_snapshots import NO_RECIPE_SWEEP, ZOO
+from bench.peers.sb3_snapshots import NO_RECIPE_SWEEP, has_zoo_recipe
 
 SIDES = ("ours", "ours-unmasked", "ours-plain", "ours-candidate", "sb3", "sb3-scaled", "maskable-ppo", "sb3-dqn-flat")
 #: What each auto setting that changes how the service learns picks where its rule does not fire (the plain
@@ -95,7 +95,7 @@ def side_order(sides: list[str], position: int) -> list[str]:
 def peer_recipe_problem(sides: dict[str, list[str]], peer_recipe: str | None) -> str | None:
     """Why a sitting's --peer-recipe does not fit its envs' sb3 sides (only envs with no zoo recipe take one)."""
     dqn_peers = [env_id for env_id, own in sides.items() if {"sb3", "sb3-scaled"} & set(own)]
-    with_recipe = [env_id for env_id in dqn_peers if env_id.rpartition(":")[2] in ZOO]
+    with_recipe = [env_id for env_id in dqn_peers if has_zoo_recipe(env_id)]
     if peer_recipe and (not dqn_peers or with_recipe):
         return "--peer-recipe is for the sb3 sides on envs with no rl-baselines3-zoo recipe"
     if not peer_recipe and len(with_recipe) < len(dqn_peers):

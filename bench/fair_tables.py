@@ -63,19 +63,22 @@ def iqm(values: list[float]) -> float | None:
     return float(np.mean(data[cut:len(data) - cut]))
 
 
+def resampled_means(ours: list[float], peer: list[float], seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """BOOTSTRAP resampled means of each side's seeds (drawn from one generator, ours first)."""
+    rng = np.random.default_rng(seed)
+    return tuple(rng.choice(np.asarray(values, float), size=(BOOTSTRAP, len(values))).mean(axis=1)
+                 for values in (ours, peer))
+
+
 def difference_interval(ours: list[float], peer: list[float], seed: int = 1) -> tuple[float, float, float]:
     """(difference of means ours - peer, low, high): the verdict where a ratio is undefined."""
-    rng = np.random.default_rng(seed)
-    a = rng.choice(np.asarray(ours, float), size=(BOOTSTRAP, len(ours))).mean(axis=1)
-    b = rng.choice(np.asarray(peer, float), size=(BOOTSTRAP, len(peer))).mean(axis=1)
+    a, b = resampled_means(ours, peer, seed)
     return float(np.mean(ours) - np.mean(peer)), float(np.percentile(a - b, 2.5)), float(np.percentile(a - b, 97.5))
 
 
 def ratio_interval(ours: list[float], peer: list[float], seed: int = 1) -> tuple[float | None, float, float, float]:
     """(ratio of means, low, high, share of resamples whose peer mean is <= 0) of two sets of normalised scores."""
-    rng = np.random.default_rng(seed)
-    a = rng.choice(np.asarray(ours, float), size=(BOOTSTRAP, len(ours))).mean(axis=1)
-    b = rng.choice(np.asarray(peer, float), size=(BOOTSTRAP, len(peer))).mean(axis=1)
+    a, b = resampled_means(ours, peer, seed)
     bad = float(np.mean(b <= 0))
     point = float(np.mean(ours) / np.mean(peer)) if np.mean(peer) > 0 else None
     ratios = a[b > 0] / b[b > 0]

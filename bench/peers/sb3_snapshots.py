@@ -77,6 +77,11 @@ NO_RECIPE_SWEEP = ("CartPole-v1", "MountainCar-v0", "LunarLander-v3", "sb3-defau
 MASKABLE_PPO = dict(n_timesteps=1_000_000, policy="MlpPolicy")
 
 
+def has_zoo_recipe(env_id: str) -> bool:
+    """Whether rl-baselines3-zoo publishes a DQN recipe for the env (`module:EnvId` named by its EnvId)."""
+    return env_id.rpartition(":")[2] in ZOO
+
+
 def recipe(env_id: str, scaled_timesteps: int | None = None, algo: str = "dqn", recipe_of: str | None = None) -> dict:
     """The side's settings: the zoo's DQN entry for the env (or the env it discretises), MaskablePPO's defaults.
 
