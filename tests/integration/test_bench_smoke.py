@@ -25,10 +25,15 @@ BENCH = REPO / "bench"
 PRODUCT = {"dqn", "actor", "learner", "evaluator", "replay_server", "launcher"}
 
 
+def bench_file(name: str) -> Path:
+    """The file of bench module `name`, dotted below bench/ (`fair_run`, `peers.sb3_snapshots`)."""
+    return BENCH / f"{name.replace('.', '/')}.py"
+
+
 def bench_imports(name: str) -> set[str]:
     """Modules bench/<name>.py imports anywhere in its source; its sibling bench files as `bench.<name>`."""
     modules = set()
-    for node in ast.walk(ast.parse((BENCH / f"{name}.py").read_text())):
+    for node in ast.walk(ast.parse(bench_file(name).read_text())):
         if isinstance(node, ast.Import):
             found = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
@@ -44,7 +49,8 @@ def uses_product_code(name: str, seen: frozenset[str] = frozenset()) -> bool:
     modules = bench_imports(name)
     if any(module.split(".")[0] in PRODUCT for module in modules):
         return True
-    siblings = {module.split(".")[1] for module in modules if module.startswith("bench.")} - seen - {name}
+    siblings = {module.removeprefix("bench.") for module in modules
+                if module.startswith("bench.") and bench_file(module.removeprefix("bench.")).is_file()} - seen - {name}
     return any(uses_product_code(sibling, seen | {name}) for sibling in siblings)
 
 
