@@ -13,7 +13,7 @@ so every part of the observation must reach the Q-network for the greedy policy 
 - DictObs-v0: {"image": (8, 8, 3) uint8, "position": Discrete(5), "velocity": Box(2)} (image + vector).
 - TupleObs-v0: (Discrete(4), Box(3) float64).
 - TextObs-v0: a Text observation (refused at start).
-- NaNCartPole-v0 / NaNRewardCartPole-v0: CartPole returning NaN in the observation / reward once in ~5,000 steps.
+- NaNCartPole-v0 / NaNRewardCartPole-v0: CartPole returning NaN in the observation / reward once in ~1,000 steps.
 - HangingCartPole-v0 / OftenHangingCartPole-v0: CartPole whose step blocks for good (as on a dead socket) once in
   ~50,000 / ~3,000 steps; AlwaysHangingCartPole-v0 on its first step.
 - Endless-v0: match the bit on a float vector for ever (no episode end, no registered limit).
@@ -239,8 +239,8 @@ def _register() -> None:
             gym.register(name, entry_point=make_match_env, kwargs={"name": name}, reward_threshold=19.0)
     if "Endless-v0" not in gym.registry:
         gym.register("Endless-v0", entry_point=make_endless_env)
-    for name, entry, kwargs in (("NaNCartPole-v0", NaNCartPole, {}),
-                                ("NaNRewardCartPole-v0", NaNCartPole, {"where": "reward"}),
+    for name, entry, kwargs in (("NaNCartPole-v0", NaNCartPole, {"every": 1000}),
+                                ("NaNRewardCartPole-v0", NaNCartPole, {"every": 1000, "where": "reward"}),
                                 ("HangingCartPole-v0", HangingCartPole, {}),
                                 ("OftenHangingCartPole-v0", HangingCartPole, {"every": 3000}),
                                 ("AlwaysHangingCartPole-v0", HangingCartPole, {"every": 1}),
