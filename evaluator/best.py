@@ -12,6 +12,7 @@ CPU that would otherwise compete with training.
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import os
@@ -120,10 +121,14 @@ class BestPolicy:
         self._variables, self.train_step, self.average_return = list(variables), train_step, average_return
         self.confirmed_return = confirmed_return
         self._exported = False
+        # The archive is built in memory: np.savez on the file itself leaves an unclosed ZipFile behind when the disk
+        # is full, whose finaliser later prints a traceback about the closed file; here only the write can fail.
+        archive = io.BytesIO()
+        np.savez(archive, count=len(variables), train_step=train_step, average_return=average_return,
+                 confirmed_return=np.nan if confirmed_return is None else confirmed_return,
+                 **{f"variable_{i}": v for i, v in enumerate(variables)})
         with atomic_write(self._weights_path, "wb") as handle:
-            np.savez(handle, count=len(variables), train_step=train_step, average_return=average_return,
-                     confirmed_return=np.nan if confirmed_return is None else confirmed_return,
-                     **{f"variable_{i}": v for i, v in enumerate(variables)})
+            handle.write(archive.getbuffer())
         return True
 
     def export(self) -> None:

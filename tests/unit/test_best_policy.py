@@ -1,7 +1,10 @@
 """The evaluator keeps the best-scoring weights across restarts and exports exactly those as a SavedModel."""
 
 import dataclasses
+import errno
+import gc
 import json
+import sys
 
 import numpy as np
 import tensorflow as tf
@@ -13,6 +16,7 @@ from dqn.model.policy_export import policy_check, run_env_options
 from dqn.resolve import resolved_builder
 from dqn.settings.config import EvaluatorConfig
 from evaluator.best import BestPolicy
+from tests.fs import fill, small_filesystem
 
 
 def weights_like(bundle, value: float) -> list[np.ndarray]:
@@ -87,3 +91,29 @@ def test_policy_check_plays_the_policy_on_envs_made_as_its_run_made_them(tmp_pat
     # The policy takes 6 features (3 x position and angle); envs made by the id alone give 2 and cannot be played.
     result = policy_check(str(tmp_path / "best_policy"), None, episodes=3, seed=7)
     assert result["episodes"] == 3 and np.isfinite(result["mean_return"])
+
+
+def test_a_full_disk_fails_the_best_weights_write_and_leaves_nothing_behind(tmp_path):
+    """The write fails with ENOSPC and nothing else: no temporary file, no half-written archive whose finaliser
+    prints a traceback later (weights larger than a write buffer, so the disk fills in the middle of them)."""
+    with small_filesystem(tmp_path / "disk", size="1m") as disk:
+        bundle, best = keeper(disk, layers=(256, 256))
+        filler = fill(disk)
+        unraisable = []
+        hook, sys.unraisablehook = sys.unraisablehook, unraisable.append
+        try:
+            try:
+                best.offer(100, 50.0, weights_like(bundle, 0.1))
+                code = None
+            except OSError as error:  # leaving the handler frees the failed write's frames and what they held
+                code = error.errno
+            gc.collect()
+        finally:
+            sys.unraisablehook = hook
+        assert code == errno.ENOSPC
+        assert not unraisable, [str(u.exc_value) for u in unraisable]
+        assert not list(disk.glob("best_weights*"))
+        filler.unlink()  # room again: the next better policy is written and reads back
+        assert best.offer(200, 60.0, weights_like(bundle, 0.2))
+        _, restarted = keeper(disk, layers=(256, 256))
+        assert (restarted.train_step, restarted.average_return) == (200, 60.0)
