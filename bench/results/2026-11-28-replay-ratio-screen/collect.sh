@@ -13,4 +13,3 @@ for d in /work/screen/runs/$glob; do
   cp $d/evaluator/evals.jsonl $out/raw/$e/$n/
   grep -E "^summary:|^exit codes:|^dqn-service local:|replay ratio|samples_per_insert" $d.log > $out/raw/$e/$n/closing.txt
 done
-cp /work/screen/run.sh $out/
