@@ -13,9 +13,18 @@ from pathlib import Path
 import portpicker
 import pytest
 
+from tests.role_fork import TestRole, kill_leftovers
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_role_outlives_the_tests() -> Iterator[None]:
+    """Forked roles a test left running are killed at the end (multiprocessing would wait for them at exit)."""
+    yield
+    kill_leftovers()
 
 
 def free_port() -> int:
@@ -34,15 +43,18 @@ def wait_until(predicate: Callable[[], bool], timeout_s: float, what: str, inter
 
 
 class RoleProcess:
-    """A `dqn-service <role>` subprocess whose output goes to a log file; killed by its own PID only."""
+    """A `dqn-service <role>` process whose output goes to a log file; killed by its own PID only.
+
+    Forked from the tests' forkserver (tests/role_fork.py), as `local` starts its roles: the same entry, argv, log,
+    session and exit code as `python -m launcher <role>`, without each role importing the ML stack again.
+    """
 
     def __init__(self, command: list[str], log_path: Path, env: dict[str, str] | None = None):
         self.command = command
         self.log_path = log_path
         self._log = open(log_path, "ab")  # noqa: SIM115 - closed in stop()
         full_env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", **(env or {})}
-        self.process = subprocess.Popen([sys.executable, "-m", "launcher", *command], stdout=self._log,
-                                        stderr=subprocess.STDOUT, env=full_env, cwd=REPO)
+        self.process = TestRole(command[0], command, str(log_path), full_env, str(REPO))
         self.pid = self.process.pid
 
     def log(self) -> str:
