@@ -1,4 +1,4 @@
-"""Shared fixtures: free loopback ports, real role subprocesses, bounded waits."""
+"""Shared fixtures: free loopback ports, real role processes, bounded waits."""
 
 from __future__ import annotations
 
@@ -49,12 +49,16 @@ class RoleProcess:
     session and exit code as `python -m launcher <role>`, without each role importing the ML stack again.
     """
 
-    def __init__(self, command: list[str], log_path: Path, env: dict[str, str] | None = None):
+    def __init__(self, command: list[str], log_path: Path, env: dict[str, str] | None = None, fork: bool = True):
         self.command = command
         self.log_path = log_path
         self._log = open(log_path, "ab")  # noqa: SIM115 - closed in stop()
         full_env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", **(env or {})}
-        self.process = TestRole(command[0], command, str(log_path), full_env, str(REPO))
+        if fork:
+            self.process = TestRole(command[0], command, str(log_path), full_env, str(REPO))
+        else:  # a fresh interpreter in this session (a test that weighs roles' CPU shares against this session's)
+            self.process = subprocess.Popen([sys.executable, "-m", "launcher", *command], stdout=self._log,
+                                            stderr=subprocess.STDOUT, env=full_env, cwd=REPO)
         self.pid = self.process.pid
 
     def log(self) -> str:
@@ -91,7 +95,7 @@ class RoleProcess:
 
 
 def _spawner(log_dir: Path) -> Iterator[Callable[..., RoleProcess]]:
-    """Yields a function that starts role subprocesses logging under `log_dir`; stops them all afterwards."""
+    """Yields a function that starts role processes logging under `log_dir`; stops them all afterwards."""
     started: list[RoleProcess] = []
 
     def _spawn(*command: str, env: dict[str, str] | None = None, name: str | None = None) -> RoleProcess:
@@ -105,7 +109,7 @@ def _spawner(log_dir: Path) -> Iterator[Callable[..., RoleProcess]]:
 
 @pytest.fixture
 def spawn(tmp_path: Path) -> Iterator[Callable[..., RoleProcess]]:
-    """Starts role subprocesses; every one is stopped when the test ends."""
+    """Starts role processes; every one is stopped when the test ends."""
     yield from _spawner(tmp_path)
 
 
@@ -147,7 +151,7 @@ def health_status(port: int) -> str:
 
 
 class ReplayServer:
-    """Handle on a replay-server subprocess: ports, root dir, the process."""
+    """Handle on a replay-server process: ports, root dir, the process."""
 
     def __init__(self, spawn: Callable[..., RoleProcess], root: Path, *extra: str, port: int | None = None):
         self.port = port or free_port()

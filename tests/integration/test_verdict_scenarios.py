@@ -66,14 +66,16 @@ def test_live_injections_name_each_part_in_turn(tmp_path: Path):
     try:
         port, health = free_port(), free_port()
         common = ["--root-dir", str(tmp_path / "run"), "--replay-min-size", "200", "--envs-per-item", "4"]
+        # Fresh interpreters in this test's session, like the far roles: the verdicts weigh the near roles' share of
+        # the cores against the far actors', and a forked role gets a session, so a scheduler group, of its own.
         server = RoleProcess(["replay-server", *common, "--port", str(port), "--health-port", str(health)],
-                             tmp_path / "replay-server.log")
+                             tmp_path / "replay-server.log", fork=False)
         roles.append(server)
         wait_until(lambda: not server.alive() or health_status(health) == "SERVING", 120, "replay server SERVING")
         assert server.alive(), server.log()
         near = ["--replay-address", f"localhost:{port}", *common]
         roles.append(RoleProcess(["learner", *near, "--batch-size", "64", "--max-train-steps", "10000000"],
-                                 tmp_path / "learner.log"))
+                                 tmp_path / "learner.log", fork=False))
         for actor_id in range(2):
             roles.append(FarRole(far.prefix(), ["actor", *far.role_flags(), "--replay-address",
                                                 f"{far.near_address}:{port}", *common, "--actor-id", str(actor_id),
@@ -82,7 +84,7 @@ def test_live_injections_name_each_part_in_turn(tmp_path: Path):
         # The evaluator that will hog a core: built now, stopped until its turn (a process start takes most of a
         # minute on a busy machine), then given a whole core however busy the machine is.
         hog = RoleProcess(["evaluator", *near, "--eval-interval", "1", "--eval-episodes", "1000",
-                           "--eval-confirm-episodes", "0"], tmp_path / "evaluator.log")
+                           "--eval-confirm-episodes", "0"], tmp_path / "evaluator.log", fork=False)
         roles.append(hog)
         wait_until(lambda: "evaluation episodes:" in hog.log() or not hog.alive(), START_S, "the evaluator built")
         os.kill(hog.pid, signal.SIGSTOP)
