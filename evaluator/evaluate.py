@@ -5,8 +5,8 @@ inside the graph otherwise (evaluator/episodes.py). The episodes are independent
 after another, only faster. Every evaluation starts the same episodes (the same env seeds), so returns compare
 across train steps. Each evaluation's metrics (evaluator/metrics.py: average return, average episode length, the
 success rate where the env reports one, and any metric registered there) go to TensorBoard under `eval/` and into
-`evals.jsonl`: the average return as the record's `average_return` (its score, beside the re-check's
-`confirmed_return`), the others under the record's `metrics`.
+`evals.jsonl`: the average return as the record's `average_return` (its score, beside its `standard_error` and the
+re-check's `confirmed_return`), the others under the record's `metrics`.
 
 An evaluation whose average beats the kept best's score and comes within one standard error of the target return
 (`target_return`, else the env's reward_threshold; any new best when there is neither) is re-checked on
@@ -242,12 +242,14 @@ class Evaluator:
             return None
         # The score is the record's own field (every reader ranks and decides by it); the other metrics are kept
         # apart, so a new metric never collides with a field of the record.
+        error = standard_error(self.episodes.whole_returns)
+        # The standard error is recorded because it decides, with the average, whether the evaluation is re-checked.
         record = {"train_step": weights.train_step, "average_return": values[AverageReturn.name],
                   "metrics": {name: value for name, value in values.items() if name != AverageReturn.name},
-                  "episodes": self.episodes.whole_episodes}
+                  "episodes": self.episodes.whole_episodes, "standard_error": error}
         if self.episodes.cut_short:
             record["cut_short_episodes"] = self.episodes.cut_short
-        return Evaluation(weights, values, record, started, standard_error(self.episodes.whole_returns))
+        return Evaluation(weights, values, record, started, error)
 
     def recheck(self, evaluation: Evaluation) -> None:
         """Re-checks a candidate within a standard error of the target on fresh episodes; sets its confirmed return.

@@ -50,15 +50,17 @@ def test_local_defaults_solve_cartpole(tmp_path):
         if summary.group(1) == "yes":
             break
     assert summary.group(1) == "yes", f"no run solved: (seed, best evaluation, summary) {attempts}"
-    best = max(e["average_return"] for e in trained)
-    assert best >= SOLVED, evals
     # The first evaluation (the initial network's) had not solved: the solve came from training, not from an env or
     # an evaluator that passes anything.
     assert evals[0]["average_return"] < SOLVED, evals
-    # The solve needed the evaluation's own 10 episodes and 30 fresh ones (the re-check) to reach the threshold.
-    solving = next(e for e in trained if e["average_return"] >= SOLVED and (e["confirmed_return"] or 0) >= SOLVED)
-    # Only evaluations at the threshold are re-checked: below it a re-check would only hold up the next evaluations.
-    assert all(e["confirmed_return"] is None for e in evals if e["average_return"] < SOLVED), evals
+    # The solve is a re-check on 30 fresh episodes that reached the threshold, of an evaluation that came within one
+    # standard error of it on its own 10.
+    solving = next(e for e in trained if (e["confirmed_return"] or 0) >= SOLVED)
+    assert solving["average_return"] + solving["standard_error"] >= SOLVED, solving
+    # Only evaluations within one standard error of the threshold are re-checked: further below, a re-check would only
+    # hold up the next evaluations.
+    rechecked = [e for e in evals if e["confirmed_return"] is not None]
+    assert all(e["average_return"] + e["standard_error"] >= SOLVED for e in rechecked), evals
     # Even when the solve comes before the first progress report, the summary counts the steps that led to it.
     assert int(summary.group(4)) >= solving["train_step"] > 0 and int(summary.group(3)) > 0, (summary.group(0), evals)
     # The evaluator leaves the best policy it saw, ranked by its re-check, as a SavedModel. Replayed on the

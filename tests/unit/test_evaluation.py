@@ -261,8 +261,8 @@ def test_a_registered_metric_is_fed_and_recorded_without_cut_short_episodes(bund
     evaluator.record(evaluation)
     episodes.close()
     record = json.loads((tmp_path / "evals.jsonl").read_text())
-    assert list(record) == ["train_step", "average_return", "metrics", "episodes", "cut_short_episodes", "seconds",
-                            "time"]
+    assert list(record) == ["train_step", "average_return", "metrics", "episodes", "standard_error",
+                            "cut_short_episodes", "seconds", "time"]
     assert list(record["metrics"]) == ["average_episode_length", "max_return"]  # no success rate: CartPole has none
     assert record["metrics"]["max_return"] == pytest.approx(returns[whole].max())  # cut-short episodes left out
     assert record["average_return"] == pytest.approx(returns[whole].mean())
@@ -329,7 +329,7 @@ def test_a_candidate_is_rechecked_on_fresh_episodes_then_kept_and_recorded(bundl
     evaluator.maybe_request_reset(evaluation)  # no target: never a reset (no sender needed)
     evaluator.record(evaluation)
     record = json.loads((tmp_path / "evals.jsonl").read_text())
-    assert list(record) == ["train_step", "average_return", "metrics", "episodes", "confirm_episodes",
+    assert list(record) == ["train_step", "average_return", "metrics", "episodes", "standard_error", "confirm_episodes",
                             "confirmed_return", "seconds", "time"]
     assert record["average_return"] == pytest.approx(returns.mean()) and record["episodes"] == 3
     assert record["metrics"] == {"average_episode_length": pytest.approx(lengths.mean())}
@@ -359,6 +359,7 @@ def test_a_candidate_within_one_standard_error_of_the_target_is_rechecked_and_on
                               summary_dir=str(tmp_path), stop_requested=lambda: False)
         evaluation = evaluator.evaluate(PublishedWeights(FlatWeights(bundle.policy_variables).read(), train_step=100))
         assert evaluation.standard_error == pytest.approx(error)
+        assert evaluation.record["standard_error"] == pytest.approx(error)  # evals.jsonl shows why it was re-checked
         evaluator.recheck(evaluation)
         assert (evaluation.confirmed_return is not None) == rechecked, (target, returns)
     episodes.close()
