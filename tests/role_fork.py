@@ -1,10 +1,10 @@
 """Role processes for the tests, forked from one forkserver that has imported the ML stack, as `local` starts its.
 
 A role started as `python -m launcher <role>` pays the import of TensorFlow, TF-Agents and Reverb (about 4.5 CPU-s
-on the CI machine) before its first line of work, and the system tests start several at once on 2 cores. Forked
-from launcher/forked.py's forkserver, a role is the same process the product's `local` runs: the CLI entry with the
-role's argv, its own session and log file, its exit code. What stays a fresh interpreter is tested so elsewhere:
-`run_cli` (bad input, one-shot commands), the namespaced roles of the multi-host tests, and the containers.
+on a 2-core test machine) before its first line of work, and the system tests start several at once. Forked from
+launcher/forked.py's forkserver, a role is the same process the product's `local` runs: the CLI entry with the
+role's argv, its own session and log file, its exit code. Fresh interpreters stay tested elsewhere: `run_cli` (bad
+input, one-shot commands), the namespaced roles of the multi-host and verdict tests, and the containers.
 """
 
 from __future__ import annotations
