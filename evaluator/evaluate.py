@@ -136,7 +136,6 @@ class Evaluation:
     values: dict[str, float]
     record: dict
     started: float  # time.monotonic() when its episodes started
-    standard_error: float = 0.0  # of its average return, from the spread of its episodes' returns
     confirmed_return: float | None = None  # the re-check's average return, where there was a re-check
 
     @property
@@ -148,6 +147,11 @@ class Evaluation:
     def average_return(self) -> float:
         """The score of the evaluation's own episodes."""
         return self.values[AverageReturn.name]
+
+    @property
+    def standard_error(self) -> float:
+        """Of its average return, from the spread of its episodes' returns (recorded: it decides the re-check)."""
+        return self.record["standard_error"]
 
 
 class Evaluator:
@@ -242,14 +246,13 @@ class Evaluator:
             return None
         # The score is the record's own field (every reader ranks and decides by it); the other metrics are kept
         # apart, so a new metric never collides with a field of the record.
-        error = standard_error(self.episodes.whole_returns)
-        # The standard error is recorded because it decides, with the average, whether the evaluation is re-checked.
         record = {"train_step": weights.train_step, "average_return": values[AverageReturn.name],
                   "metrics": {name: value for name, value in values.items() if name != AverageReturn.name},
-                  "episodes": self.episodes.whole_episodes, "standard_error": error}
+                  "episodes": self.episodes.whole_episodes,
+                  "standard_error": standard_error(self.episodes.whole_returns)}
         if self.episodes.cut_short:
             record["cut_short_episodes"] = self.episodes.cut_short
-        return Evaluation(weights, values, record, started, error)
+        return Evaluation(weights, values, record, started)
 
     def recheck(self, evaluation: Evaluation) -> None:
         """Re-checks a candidate within a standard error of the target on fresh episodes; sets its confirmed return.
