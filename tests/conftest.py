@@ -42,6 +42,13 @@ def wait_until(predicate: Callable[[], bool], timeout_s: float, what: str, inter
     raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
 
 
+class RoleStillRunning(subprocess.TimeoutExpired):
+    """A role that did not exit in time; its message carries the end of the role's log, which says where it was."""
+
+    def __str__(self) -> str:
+        return f"{super().__str__()}; the end of its log:\n{self.output}"
+
+
 class RoleProcess:
     """A `dqn-service <role>` process whose output goes to a log file; killed by its own PID only.
 
@@ -69,12 +76,19 @@ class RoleProcess:
         """True while the process runs."""
         return self.process.poll() is None
 
+    def wait(self, timeout_s: float) -> int:
+        """Waits for the exit and returns its code; a timeout's error ends with the role's last log lines."""
+        try:
+            return self.process.wait(timeout_s)
+        except subprocess.TimeoutExpired as error:
+            raise RoleStillRunning(error.cmd, error.timeout, output=self.log()[-4000:]) from None
+
     def terminate(self, timeout_s: float = 60.0) -> int:
         """SIGTERM and wait; returns the exit code."""
         if self.alive():
             os.kill(self.pid, signal.SIGTERM)
         try:
-            return self.process.wait(timeout_s)
+            return self.wait(timeout_s)
         finally:
             self._log.close()
 

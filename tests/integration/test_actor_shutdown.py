@@ -38,7 +38,7 @@ def test_actor_stops_within_two_seconds_of_sigterm_and_keeps_what_was_stored(spa
 
     started = time.monotonic()
     os.kill(actor.pid, signal.SIGTERM)
-    code = actor.process.wait(30)
+    code = actor.wait(30)
     elapsed = time.monotonic() - started
     assert code == 0, actor.log()[-2000:]
     print(f"actor exit {elapsed:.2f} s after SIGTERM")

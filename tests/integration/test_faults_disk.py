@@ -53,11 +53,11 @@ def test_F14_full_disk_keeps_the_replay_buffer_served_and_checkpoints_resume(rep
         assert read_progress(str(root / "replay"))["checkpoint_failures"] >= 1
         assert max(value for _, value in read_scalars(root / "replay")["replay/checkpoint_failures"]) >= 1
         os.kill(server.process.pid, signal.SIGTERM)
-        assert server.process.process.wait(60) == 0
+        assert server.process.wait(60) == 0
         restarted = replay_server_factory(*NO_LIMITER, port=server.port, root=root)
         assert reverb.Client(restarted.address).server_info(timeout=10)[REPLAY_TABLE].current_size == size
         os.kill(restarted.process.pid, signal.SIGTERM)
-        restarted.process.process.wait(60)
+        restarted.process.wait(60)
         assert complete_checkpoints(checkpoint_dir)
 
 
@@ -67,7 +67,7 @@ def test_F14_final_checkpoint_on_a_full_disk_exits_1_with_one_clear_line(replay_
         fill(disk, leave_bytes=8 * 1024)
         fill_and_count(server.address, 2_000)
         os.kill(server.process.pid, signal.SIGTERM)
-        assert server.process.process.wait(60) == 1
+        assert server.process.wait(60) == 1
         log = server.process.log()
         assert "replay checkpoint (final) failed" in log and "stopped without a final checkpoint" in log
         assert "Traceback" not in log

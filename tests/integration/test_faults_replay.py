@@ -45,7 +45,7 @@ def test_F7_kill_during_checkpoint_keeps_the_previous_complete_one(replay_server
         assert time.monotonic() < deadline, "no second checkpoint directory within 60 s"
         time.sleep(0.002)
     os.kill(server.process.pid, signal.SIGKILL)
-    server.process.process.wait(30)
+    server.process.wait(30)
     incomplete = [p for p in checkpoint_dir.iterdir() if p.is_dir() and not (p / "DONE").exists()]
     assert incomplete, "the kill came after the checkpoint completed; the test proved nothing"
     restarted = replay_server_factory(*NO_LIMITER, "--replay-max-size", "400000", port=server.port,
@@ -88,7 +88,7 @@ def test_F8_corrupt_checkpoint_is_named_and_quarantine_recovers(replay_server_fa
 def test_F6_sigint_and_sigterm_both_checkpoint(replay_server_factory, tmp_path):
     server = replay_server_factory(*NO_LIMITER, "--checkpoint-interval-s", "0")
     os.kill(server.process.pid, signal.SIGINT)
-    assert server.process.process.wait(60) == 0
+    assert server.process.wait(60) == 0
     assert complete_checkpoints(str(tmp_path / "run" / "replay_checkpoints"))
 
 

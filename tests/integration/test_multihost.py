@@ -276,9 +276,9 @@ def test_roles_on_separate_hosts_survive_an_actor_link_outage(testbed: Namespace
         # Clean stop by recorded PID: clients first, then the replay server (final checkpoint); all exit 0.
         for host in ("actor-0", "actor-1", "learner"):
             os.kill(roles[host].pid, signal.SIGTERM)
-        codes = {host: roles[host].process.wait(60) for host in ("actor-0", "actor-1", "learner")}
+        codes = {host: roles[host].wait(60) for host in ("actor-0", "actor-1", "learner")}
         os.kill(roles["replay-server"].pid, signal.SIGTERM)
-        codes["replay-server"] = roles["replay-server"].process.wait(60)
+        codes["replay-server"] = roles["replay-server"].wait(60)
         assert codes == dict.fromkeys(codes, 0), f"exit codes {codes}\n{logs()}"
         checkpoint_dir = Path(role_environment(replay_env, tmp_path, replay_address)["DQN_CHECKPOINT_DIR"])
         assert list(checkpoint_dir.glob("*/DONE")), "the replay server writes a final checkpoint on SIGTERM"

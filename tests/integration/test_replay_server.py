@@ -159,7 +159,7 @@ def test_sigint_is_a_clean_stop_too(replay_server_factory, tmp_path):
 
     server = replay_server_factory(*NO_LIMITER)
     os.kill(server.process.pid, signal.SIGINT)
-    assert server.process.process.wait(60) == 0
+    assert server.process.wait(60) == 0
     assert list(pathlib.Path(tmp_path / "run" / "replay_checkpoints").glob("*/DONE"))
 
 
