@@ -266,8 +266,8 @@ def serve(config: ReplayServerConfig) -> int:
         log.error("stopped without a final checkpoint: items written since %s are lost on restart",
                   scheduler.last_checkpoint or "the previous complete checkpoint")
         code = 1
-    # Reverb's stop waits for its in-flight calls with no deadline; what there was to save is saved, so the
-    # watchdog is armed before the stop, not after it.
+    # Reverb's stop closes its tables and then shuts gRPC down, and nothing here bounds the closing. The work is
+    # saved, so the watchdog is armed before the stop, not after it.
     exit_if_teardown_hangs(code, TEARDOWN_GRACE_S)
     health.stop()
     server.stop()
