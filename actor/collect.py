@@ -98,8 +98,8 @@ class Actor:
         self.policy = builder.make_collect_policy(config.num_envs, self.seed,
                                                   q_values=self.initial_priorities is not None)
         self.warmup_policy = builder.make_warmup_policy(config.num_envs, self.seed)
-        self.count_bonus = CountBonus(builder.observation_spec, config.count_bonus, self.seed) \
-            if config.count_bonus else None
+        self.count_bonus = CountBonus(builder.observation_spec, config.count_bonus, self.seed,
+                                      config.count_bonus_scope) if config.count_bonus else None
         # The run's actions and masks: every action taken is checked against the mask it was chosen under.
         self.valid = builder.agent.valid_actions
         self.checks_actions = self.valid.masked or self.valid.padding is not None
@@ -202,7 +202,7 @@ class Actor:
         """The step as written to replay: its reward plus the count bonus, once the warm-up has set the hash's scale.
 
         The warm-up's random play only feeds the standardising statistics. A step that begins an episode closes no
-        transition (its reward is not trained on), so it is not counted.
+        transition (its reward is not trained on), so it is paid nothing.
         """
         if self.count_bonus is None:
             return next_time_step
@@ -210,7 +210,7 @@ class Actor:
             self.count_bonus.observe_random_play(next_time_step.observation)
             return next_time_step
         self.count_bonus.freeze()
-        bonus = self.count_bonus.bonus(next_time_step.observation, next_time_step.step_type != ts.StepType.FIRST)
+        bonus = self.count_bonus.bonus(next_time_step.observation, next_time_step.step_type == ts.StepType.FIRST)
         reward = np.asarray(next_time_step.reward)
         return next_time_step._replace(reward=(reward + bonus).astype(reward.dtype))
 

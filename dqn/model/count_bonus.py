@@ -11,8 +11,12 @@ random code; other parts are standardised with the statistics of the warm-up's r
 units decide the buckets. HASH_BITS sign bits bucket similar observations together, so continuous and image
 observations, which never repeat exactly, still gather counts and their bonus fades.
 
-Counts live in each actor, over its own envs: no network traffic, and a restarted actor counts afresh. Only the
-reward written to replay carries the bonus; episode returns, evaluations and the kept policy's scores do not.
+Counts live in each actor: no network traffic, and a restarted actor counts afresh. Scope "actor" counts every
+step of the actor's envs, so the bonus fades once the states are known. Scope "episode" counts within each env's
+current episode only, as the episodic novelty of "Never Give Up" (Badia et al., ICLR 2020) does: the bonus never
+fades, and a policy that stays put (bumping into a wall) sees its bonus fall within the episode while a step to a
+state not yet visited in it still pays in full. Only the reward written to replay carries the bonus; episode
+returns, evaluations and the kept policy's scores do not.
 """
 
 from __future__ import annotations
@@ -32,8 +36,11 @@ CLIP_STANDARDISED = 5.0
 class CountBonus:
     """Per actor: the bonus of each env's next observation, counted by its SimHash code."""
 
-    def __init__(self, observation_spec, beta: float, seed: int):
-        self.beta = beta
+    def __init__(self, observation_spec, beta: float, seed: int, scope: str = "actor"):
+        if scope not in ("actor", "episode"):
+            raise ValueError(f"count bonus scope must be actor or episode, got {scope!r}")
+        self.beta, self.scope = beta, scope
+        self._episode_counts: list[dict[int, int]] = []  # scope "episode": one dict per env
         self._specs = tf.nest.flatten(observation_spec)
         self._depths = [one_hot_depth(spec) for spec in self._specs]
         width = sum(self._width(spec, depth) for spec, depth in zip(self._specs, self._depths, strict=True))
@@ -65,16 +72,31 @@ class CountBonus:
         """Fixes the statistics: from here on a code always names the same region of observations."""
         self._frozen = True
 
-    def bonus(self, observations, counted: np.ndarray | None = None) -> np.ndarray:
-        """The bonus beta / sqrt(n) per env after counting its observation (n >= 1); 0 where `counted` is False."""
-        codes = self.codes(observations)
+    def bonus(self, observations, first: np.ndarray | None = None) -> np.ndarray:
+        """The bonus beta / sqrt(n) per env after counting its observation (n >= 1).
+
+        `first` marks the envs whose observation begins an episode: they are paid nothing (no transition ends
+        there); in scope "episode" their counts start afresh with this observation, in scope "actor" it is not
+        counted.
+        """
+        codes = self.codes(observations).tolist()
+        first = np.zeros(len(codes), bool) if first is None else np.asarray(first, bool)
+        if self.scope == "episode" and len(self._episode_counts) != len(codes):
+            self._episode_counts = [{} for _ in codes]
         bonus = np.zeros(len(codes), np.float32)
-        for row, code in enumerate(codes.tolist()):
-            if counted is not None and not counted[row]:
+        for row, code in enumerate(codes):
+            if self.scope == "episode":
+                counts = self._episode_counts[row]
+                if first[row]:
+                    counts.clear()
+            elif first[row]:
                 continue
-            count = self.counts.get(code, 0) + 1
-            self.counts[code] = count
-            bonus[row] = self.beta / np.sqrt(count)
+            else:
+                counts = self.counts
+            count = counts.get(code, 0) + 1
+            counts[code] = count
+            if not first[row]:
+                bonus[row] = self.beta / np.sqrt(count)
         return bonus
 
     def codes(self, observations) -> np.ndarray:

@@ -179,6 +179,9 @@ class ActorSettings(CommonConfig):
     count_bonus: float = setting(0.0, "exploration bonus: beta / sqrt(n) added to the reward written to replay "
                                  "when an env reaches an observation whose hash this actor has counted n times "
                                  "(dqn/model/count_bonus.py); 0 = off", ge=0)
+    count_bonus_scope: str = setting("actor", "what the count bonus counts over: actor = every step of this actor's "
+                                     "envs (the bonus fades as states become known); episode = each env's current "
+                                     "episode (counts start afresh at each episode)", choices=("actor", "episode"))
     summary_interval_s: float = setting(5.0, "seconds between actor summaries", gt=0)
     max_env_restarts: int = setting(20, "sub-env restarts (an env that raised is recreated) allowed within "
                                     "env_restart_window before the actor exits 1; 0 = the first env error ends it",

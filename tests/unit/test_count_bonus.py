@@ -34,11 +34,24 @@ def test_each_taxi_state_gets_its_own_code_and_its_bonus_falls_as_one_over_root_
     assert bonus.bonus(np.array([8], np.int64))[0] == pytest.approx(0.5)  # a state not reached yet pays in full
 
 
-def test_rows_not_counted_pay_nothing_and_leave_the_counts_alone():
+def test_episode_starts_pay_nothing_and_leave_the_actors_counts_alone():
     bonus = CountBonus(env_specs("Taxi-v4").observation, beta=1.0, seed=0)
-    paid = bonus.bonus(np.array([5, 5], np.int64), counted=np.array([False, True]))
+    paid = bonus.bonus(np.array([5, 5], np.int64), first=np.array([True, False]))
     np.testing.assert_allclose(paid, [0.0, 1.0])
     assert sum(bonus.counts.values()) == 1
+
+
+def test_episodic_counts_start_afresh_with_each_episode_and_per_env():
+    bonus = CountBonus(env_specs("Taxi-v4").observation, beta=1.0, seed=0, scope="episode")
+    start = np.array([True, True])
+    assert bonus.bonus(np.array([5, 5], np.int64), first=start).tolist() == [0.0, 0.0]  # counted, not paid
+    # Staying put (a move into a wall): the bonus falls within the episode; env 1 moves to a state new to it.
+    np.testing.assert_allclose(bonus.bonus(np.array([5, 6], np.int64)), [1 / np.sqrt(2), 1.0], rtol=1e-6)
+    np.testing.assert_allclose(bonus.bonus(np.array([5, 5], np.int64)), [1 / np.sqrt(3), 1 / np.sqrt(2)], rtol=1e-6)
+    # A new episode in env 0 forgets its counts; env 1's go on.
+    bonus.bonus(np.array([9, 6], np.int64), first=np.array([True, False]))
+    np.testing.assert_allclose(bonus.bonus(np.array([5, 6], np.int64)), [1.0, 1 / np.sqrt(3)], rtol=1e-6)
+    assert not bonus.counts  # the actor-wide counts are not used
 
 
 def test_continuous_observations_share_buckets_so_the_bonus_fades():
