@@ -16,7 +16,6 @@ from tf_agents.trajectories import time_step as ts
 
 from actor.initial_priorities import InitialPriorities
 from dqn.builder import DqnBuilder
-from dqn.model.count_bonus import CountBonus
 from dqn.model.schedules import epsilon_at
 from dqn.process.health import start_health
 from dqn.process.log_throttle import LogThrottle
@@ -98,8 +97,6 @@ class Actor:
         self.policy = builder.make_collect_policy(config.num_envs, self.seed,
                                                   q_values=self.initial_priorities is not None)
         self.warmup_policy = builder.make_warmup_policy(config.num_envs, self.seed)
-        self.count_bonus = CountBonus(builder.observation_spec, config.count_bonus, self.seed,
-                                      config.count_bonus_scope) if config.count_bonus else None
         # The run's actions and masks: every action taken is checked against the mask it was chosen under.
         self.valid = builder.agent.valid_actions
         self.checks_actions = self.valid.masked or self.valid.padding is not None
@@ -180,7 +177,6 @@ class Actor:
         next_time_step = self.env.step(action)
         self.laps.lap("env_s")
         faulted = self.env.faulted
-        written_step = self._with_count_bonus(next_time_step, warming_up)
         priorities = None
         if self.initial_priorities is not None:
             # The Q-values are of this step's observation: the max that closes the transition into it is over the
@@ -189,30 +185,14 @@ class Actor:
             # Envs whose previous env step faulted wrote that transition masked (its first step made LAST): it
             # adds nothing to its block's priority.
             priorities[self._previous_step_faulted] = 0.0
-            self.initial_priorities.taken(q_values, action, written_step.reward, written_step.discount)
+            self.initial_priorities.taken(q_values, action, next_time_step.reward, next_time_step.discount)
         self._previous_step_faulted = faulted
-        self.writer.append(mark_faulted_steps_last(self.time_step, faulted), action, written_step, priorities)
+        self.writer.append(mark_faulted_steps_last(self.time_step, faulted), action, next_time_step, priorities)
         self.laps.lap("write_s")
         self.stats.update(next_time_step, dropped=faulted)
         self.time_step = next_time_step
         self.env_steps += self.config.num_envs
         self.status = "warming up" if warming_up else "collecting"
-
-    def _with_count_bonus(self, next_time_step: ts.TimeStep, warming_up: bool) -> ts.TimeStep:
-        """The step as written to replay: its reward plus the count bonus, once the warm-up has set the hash's scale.
-
-        The warm-up's random play only feeds the standardising statistics. A step that begins an episode closes no
-        transition (its reward is not trained on), so it is paid nothing.
-        """
-        if self.count_bonus is None:
-            return next_time_step
-        if warming_up:
-            self.count_bonus.observe_random_play(next_time_step.observation)
-            return next_time_step
-        self.count_bonus.freeze()
-        bonus = self.count_bonus.bonus(next_time_step.observation, next_time_step.step_type == ts.StepType.FIRST)
-        reward = np.asarray(next_time_step.reward)
-        return next_time_step._replace(reward=(reward + bonus).astype(reward.dtype))
 
     def maybe_summarize(self, force: bool = False) -> None:
         """TensorBoard scalars and the progress file, every summary_interval_s (or now, if forced)."""

@@ -176,12 +176,6 @@ class ActorSettings(CommonConfig):
     apex_epsilon: bool = setting(False, "Ape-X per-actor epsilon: eps_i = apex_base_epsilon^(1 + 7 f_i), f_i = i/(K-1) "
                                  "for ids i < num_actors K, else i's van der Corput fraction (distinct at any scale)")
     apex_base_epsilon: float = setting(0.4, "Ape-X base epsilon", ge=0, le=1)
-    count_bonus: float = setting(0.0, "exploration bonus: beta / sqrt(n) added to the reward written to replay "
-                                 "when an env reaches an observation whose hash this actor has counted n times "
-                                 "(dqn/model/count_bonus.py); 0 = off", ge=0)
-    count_bonus_scope: str = setting("actor", "what the count bonus counts over: actor = every step of this actor's "
-                                     "envs (the bonus fades as states become known); episode = each env's current "
-                                     "episode (counts start afresh at each episode)", choices=("actor", "episode"))
     summary_interval_s: float = setting(5.0, "seconds between actor summaries", gt=0)
     max_env_restarts: int = setting(20, "sub-env restarts (an env that raised is recreated) allowed within "
                                     "env_restart_window before the actor exits 1; 0 = the first env error ends it",

@@ -10,7 +10,6 @@ import tensorflow as tf
 from dqn.replay_layout.items import INITIAL_PRIORITY_KEY, REPLAY_TABLE
 from dqn.replay_layout.priority_scale import MIN_PRIORITY
 from tests.conftest import run_cli, wait_until
-from tests.events import read_scalars
 
 pytestmark = pytest.mark.integration
 
@@ -145,25 +144,6 @@ def test_actor_td_error_priorities_enter_the_table_and_learner_trains(system_fac
     assert system.roles["learner"].terminate() == 0
     assert system.roles["actor-0"].terminate() == 0
 
-
-
-def test_the_count_bonus_reaches_replay_on_top_of_the_envs_reward(system_factory):
-    system = system_factory(*NO_LIMITER)
-    system.start_learner()
-    system.start_actor(0, "--count-bonus", "0.5")
-    system.wait_training(at_least=50)
-    system.wait_items("actor-0", system.items("actor-0") + 1500)  # most of the table collected after the warm-up
-    rewards = np.concatenate([np.asarray(s.data.reward)[0] for s in sample_items(system.server.address, 200)])
-    # CartPole pays 1 a step (0 where an episode begins); the bonus 0.5 / sqrt(n) rides on top, once warm-up is over.
-    assert np.all((rewards == 0.0) | ((rewards >= 1.0) & (rewards <= 1.5)))
-    bonused = rewards[rewards > 1.0]
-    assert len(bonused) > len(rewards) / 2 and len(np.unique(np.round(bonused, 5))) > 10, np.unique(rewards)
-    assert system.roles["learner"].terminate() == 0
-    assert system.roles["actor-0"].terminate() == 0
-    # Returns are the env's own: on CartPole an episode's return is its length, with or without a bonus paid.
-    scalars = read_scalars(system.root / "actor-0")
-    returns, lengths = scalars["actor/average_return"], scalars["actor/average_episode_length"]
-    assert len(returns) >= 2 and returns == lengths
 
 def test_restored_uniform_table_with_prioritized_config_is_refused(replay_server_factory, tmp_path):
     server = replay_server_factory(*NO_LIMITER)
