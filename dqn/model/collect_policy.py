@@ -8,7 +8,8 @@ Every kind answers `actions(time_step) -> (actions [N], Q-values [N, A] or None)
   declines); with `q_values` the same call also returns the Q-values (actors that send TD-error priorities).
 - `RandomCollectPolicy`: uniform actions (the warm-up before the first weights).
 - `HeldRandomActions`' wrapper `HeldRandomCollectPolicy`: random actions held for a while over a greedy inner
-  policy (dqn/model/exploration.py), which then replaces the inner policy's epsilon.
+  policy (dqn/model/exploration.py), which then replaces the inner policy's epsilon; with `escape_idle_loops` a
+  greedy action that would repeat an action which left the observation unchanged starts a hold (`IdleRepeats`).
 
 Our own action choices (numpy greedy, warm-up and held random actions) go through `dqn.model.actions`, among the
 valid actions of the observation's mask (`ValidActions`); in the graph policy TF-Agents chooses, with the mask from
@@ -21,6 +22,7 @@ from __future__ import annotations
 from typing import Protocol
 
 import numpy as np
+import tensorflow as tf
 from tf_agents.trajectories import time_step as ts
 
 from dqn.model.actions import ValidActions
@@ -127,15 +129,48 @@ class RandomCollectPolicy:
         """Always random."""
 
 
+class IdleRepeats:
+    """Finds the envs whose greedy action would repeat an action that left their observation exactly unchanged.
+
+    In a deterministic env such a repeat changes nothing again, so a greedy policy that makes it loops until a random
+    action or the episode's cap ends the loop; its values sink towards the loop's, and the data that would lift them
+    stops coming. Every part of the observation is compared bit for bit (NaN never equals itself: no loop).
+    """
+
+    def __init__(self):
+        self._observation: list[np.ndarray] | None = None
+        self._actions: np.ndarray | None = None
+
+    def find(self, time_step: ts.TimeStep, greedy: np.ndarray) -> np.ndarray | None:
+        """[N] bool: the env's observation is the one before its last action, and `greedy` repeats that action."""
+        parts = [np.asarray(part) for part in tf.nest.flatten(time_step.observation)]
+        if self._observation is None:
+            return None
+        count = len(greedy)
+        unchanged = np.asarray(time_step.step_type) != ts.StepType.FIRST
+        for now, before in zip(parts, self._observation, strict=True):
+            unchanged &= (now.reshape(count, -1) == before.reshape(count, -1)).all(axis=1)
+        return unchanged & (greedy.reshape(count, -1) == self._actions.reshape(count, -1)).all(axis=1)
+
+    def remember(self, time_step: ts.TimeStep, actions: np.ndarray) -> None:
+        """The observation the envs act on now and the actions they take (copies: env buffers may be reused)."""
+        self._observation = [np.array(part, copy=True) for part in tf.nest.flatten(time_step.observation)]
+        self._actions = np.array(actions, copy=True)
+
+
 class HeldRandomCollectPolicy:
-    """Held random actions over a greedy `inner` policy: the holds take the epsilon, the inner policy plays 0."""
+    """Held random actions over a greedy `inner` policy: the holds take the epsilon, the inner policy plays 0.
+
+    With `escape_idle_loops`, a hold also starts where the greedy action would repeat an idle one (`IdleRepeats`).
+    """
 
     def __init__(self, inner: CollectPolicy, holds: HeldRandomActions, epsilon: float,
-                 valid: ValidActions | None = None):
+                 valid: ValidActions | None = None, escape_idle_loops: bool = False):
         self._inner = inner
         self._holds = holds
         self._epsilon = epsilon
         self._valid = valid
+        self._idle_repeats = IdleRepeats() if escape_idle_loops else None
         self.runs_in = inner.runs_in
         inner.set_epsilon(0.0)
 
@@ -144,7 +179,11 @@ class HeldRandomCollectPolicy:
         greedy, q_values = self._inner.actions(time_step)
         starts = time_step.step_type == ts.StepType.FIRST
         mask = None if self._valid is None else self._valid.mask(time_step.observation)
-        return self._holds.actions(greedy, self._epsilon, episode_starts=starts, mask=mask), q_values
+        idle = None if self._idle_repeats is None else self._idle_repeats.find(time_step, greedy)
+        actions = self._holds.actions(greedy, self._epsilon, episode_starts=starts, mask=mask, force_starts=idle)
+        if self._idle_repeats is not None:
+            self._idle_repeats.remember(time_step, actions)
+        return actions, q_values
 
     def set_weights(self, variables: list[np.ndarray]) -> None:
         """The inner policy's weights."""
