@@ -9,7 +9,7 @@ Every kind answers `actions(time_step) -> (actions [N], Q-values [N, A] or None)
 - `RandomCollectPolicy`: uniform actions (the warm-up before the first weights).
 - `HeldRandomActions`' wrapper `HeldRandomCollectPolicy`: random actions held for a while over a greedy inner
   policy (dqn/model/exploration.py), which then replaces the inner policy's epsilon; with `escape_idle_loops` a
-  greedy action that would repeat an action which left the observation unchanged starts a hold (`IdleRepeats`).
+  greedy policy back in an observation it met since its last random action starts a hold (`GreedyLoops`).
 
 Our own action choices (numpy greedy, warm-up and held random actions) go through `dqn.model.actions`, among the
 valid actions of the observation's mask (`ValidActions`); in the graph policy TF-Agents chooses, with the mask from
@@ -129,48 +129,53 @@ class RandomCollectPolicy:
         """Always random."""
 
 
-class IdleRepeats:
-    """Finds the envs whose greedy action would repeat an action that left their observation exactly unchanged.
+class GreedyLoops:
+    """Finds the envs whose greedy policy has brought them back to an observation met since their last random action.
 
-    In a deterministic env such a repeat changes nothing again, so a greedy policy that makes it loops until a random
-    action or the episode's cap ends the loop; its values sink towards the loop's, and the data that would lift them
-    stops coming. Every part of the observation is compared bit for bit (NaN never equals itself: no loop).
+    In a deterministic env a deterministic greedy policy that returns to an observation goes round the same loop for
+    ever (while the weights hold): a move into a wall repeated, or two states visited in turn. Its values then sink
+    towards the loop's, and the data that would lift them stops coming. Per env, the observations (every part, bit
+    for bit, as a hash) met since the episode's start or the env's last random action are kept; a random action
+    ends the chain of greedy steps, so it forgets them.
     """
 
-    def __init__(self):
-        self._observation: list[np.ndarray] | None = None
-        self._actions: np.ndarray | None = None
+    def __init__(self, num_envs: int):
+        self._met: list[set[int]] = [set() for _ in range(num_envs)]
 
-    def find(self, time_step: ts.TimeStep, greedy: np.ndarray) -> np.ndarray | None:
-        """[N] bool: the env's observation is the one before its last action, and `greedy` repeats that action."""
-        parts = [np.asarray(part) for part in tf.nest.flatten(time_step.observation)]
-        if self._observation is None:
-            return None
-        count = len(greedy)
-        unchanged = np.asarray(time_step.step_type) != ts.StepType.FIRST
-        for now, before in zip(parts, self._observation, strict=True):
-            unchanged &= (now.reshape(count, -1) == before.reshape(count, -1)).all(axis=1)
-        return unchanged & (greedy.reshape(count, -1) == self._actions.reshape(count, -1)).all(axis=1)
+    def find(self, time_step: ts.TimeStep) -> np.ndarray:
+        """[N] bool: the env's observation was met before in this chain; every observation is then remembered."""
+        count = len(self._met)
+        parts = [np.ascontiguousarray(part).reshape(count, -1) for part in tf.nest.flatten(time_step.observation)]
+        firsts = np.asarray(time_step.step_type) == ts.StepType.FIRST
+        loops = np.zeros(count, bool)
+        for env, met in enumerate(self._met):
+            if firsts[env]:
+                met.clear()
+            key = hash(b"".join(part[env].tobytes() for part in parts))
+            loops[env] = key in met
+            met.add(key)
+        return loops
 
-    def remember(self, time_step: ts.TimeStep, actions: np.ndarray) -> None:
-        """The observation the envs act on now and the actions they take (copies: env buffers may be reused)."""
-        self._observation = [np.array(part, copy=True) for part in tf.nest.flatten(time_step.observation)]
-        self._actions = np.array(actions, copy=True)
+    def forget(self, acting_randomly: np.ndarray) -> None:
+        """The marked envs act randomly this step: their chains of greedy steps start afresh."""
+        for env in np.flatnonzero(acting_randomly):
+            self._met[env].clear()
 
 
 class HeldRandomCollectPolicy:
     """Held random actions over a greedy `inner` policy: the holds take the epsilon, the inner policy plays 0.
 
-    With `escape_idle_loops`, a hold also starts where the greedy action would repeat an idle one (`IdleRepeats`).
+    With `escape_greedy_loops`, a hold also starts where the greedy policy has come back to an observation
+    (`GreedyLoops`).
     """
 
     def __init__(self, inner: CollectPolicy, holds: HeldRandomActions, epsilon: float,
-                 valid: ValidActions | None = None, escape_idle_loops: bool = False):
+                 valid: ValidActions | None = None, escape_greedy_loops: bool = False):
         self._inner = inner
         self._holds = holds
         self._epsilon = epsilon
         self._valid = valid
-        self._idle_repeats = IdleRepeats() if escape_idle_loops else None
+        self._loops = GreedyLoops(holds.num_envs) if escape_greedy_loops else None
         self.runs_in = inner.runs_in
         inner.set_epsilon(0.0)
 
@@ -179,10 +184,10 @@ class HeldRandomCollectPolicy:
         greedy, q_values = self._inner.actions(time_step)
         starts = time_step.step_type == ts.StepType.FIRST
         mask = None if self._valid is None else self._valid.mask(time_step.observation)
-        idle = None if self._idle_repeats is None else self._idle_repeats.find(time_step, greedy)
-        actions = self._holds.actions(greedy, self._epsilon, episode_starts=starts, mask=mask, force_starts=idle)
-        if self._idle_repeats is not None:
-            self._idle_repeats.remember(time_step, actions)
+        loops = None if self._loops is None else self._loops.find(time_step)
+        actions = self._holds.actions(greedy, self._epsilon, episode_starts=starts, mask=mask, force_starts=loops)
+        if self._loops is not None:
+            self._loops.forget(self._holds.holding)
         return actions, q_values
 
     def set_weights(self, variables: list[np.ndarray]) -> None:

@@ -53,6 +53,11 @@ class HeldRandomActions:
     A hold ends after its drawn length or at its episode's end; an env's hold is the only state kept between steps.
     """
 
+    @property
+    def num_envs(self) -> int:
+        """Envs these holds act for."""
+        return len(self._steps_left)
+
     def __init__(self, num_envs: int, minimum: int, maximum: int, exponent: float, seed: int,
                  action_shape: tuple[int, ...] = ()):
         if exponent <= 1:
@@ -63,6 +68,8 @@ class HeldRandomActions:
         self.mean_hold = mean_hold_steps(exponent)
         self._rng = np.random.default_rng(seed)
         self._steps_left = np.zeros(num_envs, np.int64)
+        #: [N] bool: the envs whose action in the last `actions` call was random (a hold's).
+        self.holding = np.zeros(num_envs, bool)
         self._steps_taken = np.zeros(num_envs, np.int64)
         self._held = np.zeros((num_envs, *self._action_shape), np.int64)
 
@@ -91,6 +98,7 @@ class HeldRandomActions:
             self._steps_left[starts] = np.minimum(self._rng.zipf(self._exponent, count), MAX_HOLD_STEPS)
             self._steps_taken[starts] = 0
         holding = self._steps_left > 0
+        self.holding = holding
         if mask is not None:
             self._redraw_forbidden(holding, mask)
         self._steps_left[holding] -= 1
