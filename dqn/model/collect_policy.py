@@ -8,7 +8,7 @@ Every kind answers `actions(time_step) -> (actions [N], Q-values [N, A] or None)
   declines); with `q_values` the same call also returns the Q-values (actors that send TD-error priorities).
 - `RandomCollectPolicy`: uniform actions (the warm-up before the first weights).
 - `HeldRandomActions`' wrapper `HeldRandomCollectPolicy`: random actions held for a while over a greedy inner
-  policy (dqn/model/exploration.py), which then replaces the inner policy's epsilon; with `escape_idle_loops` a
+  policy (dqn/model/exploration.py), which then replaces the inner policy's epsilon; with `escape_greedy_loops` a
   greedy policy back in an observation it met since its last random action starts a hold (`GreedyLoops`).
 
 Our own action choices (numpy greedy, warm-up and held random actions) go through `dqn.model.actions`, among the

@@ -53,11 +53,6 @@ class HeldRandomActions:
     A hold ends after its drawn length or at its episode's end; an env's hold is the only state kept between steps.
     """
 
-    @property
-    def num_envs(self) -> int:
-        """Envs these holds act for."""
-        return len(self._steps_left)
-
     def __init__(self, num_envs: int, minimum: int, maximum: int, exponent: float, seed: int,
                  action_shape: tuple[int, ...] = ()):
         if exponent <= 1:
@@ -72,6 +67,11 @@ class HeldRandomActions:
         self.holding = np.zeros(num_envs, bool)
         self._steps_taken = np.zeros(num_envs, np.int64)
         self._held = np.zeros((num_envs, *self._action_shape), np.int64)
+
+    @property
+    def num_envs(self) -> int:
+        """Envs these holds act for."""
+        return len(self._steps_left)
 
     def actions(self, greedy_actions: np.ndarray, epsilon: float,
                 episode_starts: np.ndarray | None = None, mask: np.ndarray | None = None,
