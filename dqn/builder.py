@@ -103,17 +103,19 @@ class DqnBuilder:
                                         self.agent.valid_actions)
         else:
             policy = GraphCollectPolicy(self.agent, num_envs, config.epsilon_start, q_values=q_values)
-        return self._with_holds(policy, num_envs, seed, config.epsilon_start)
+        return self._with_holds(policy, num_envs, seed, config.epsilon_start, config.escape_greedy_loops)
 
     def make_warmup_policy(self, num_envs: int, seed: int) -> CollectPolicy:
         """Uniformly random valid actions for the warm-up (held, with the collect policy's holds, when they are on)."""
         policy = RandomCollectPolicy(self.action_spec, num_envs, seed, self.agent.valid_actions)
         return self._with_holds(policy, num_envs, seed, 1.0)
 
-    def _with_holds(self, policy: CollectPolicy, num_envs: int, seed: int, epsilon: float) -> CollectPolicy:
+    def _with_holds(self, policy: CollectPolicy, num_envs: int, seed: int, epsilon: float,
+                    escape_greedy_loops: bool = False) -> CollectPolicy:
         if not self.config.epsilon_hold_exponent:
             return policy
-        return HeldRandomCollectPolicy(policy, self._holds(num_envs, seed), epsilon, self.agent.valid_actions)
+        return HeldRandomCollectPolicy(policy, self._holds(num_envs, seed), epsilon, self.agent.valid_actions,
+                                       escape_greedy_loops)
 
     def _holds(self, num_envs: int, seed: int) -> HeldRandomActions:
         """The holds of (num_envs, seed), made once: the warm-up and the collect policy continue the same holds."""

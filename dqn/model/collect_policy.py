@@ -8,7 +8,8 @@ Every kind answers `actions(time_step) -> (actions [N], Q-values [N, A] or None)
   declines); with `q_values` the same call also returns the Q-values (actors that send TD-error priorities).
 - `RandomCollectPolicy`: uniform actions (the warm-up before the first weights).
 - `HeldRandomActions`' wrapper `HeldRandomCollectPolicy`: random actions held for a while over a greedy inner
-  policy (dqn/model/exploration.py), which then replaces the inner policy's epsilon.
+  policy (dqn/model/exploration.py), which then replaces the inner policy's epsilon; with `escape_greedy_loops` a
+  greedy policy back in an observation it met since its last random action starts a hold (`GreedyLoops`).
 
 Our own action choices (numpy greedy, warm-up and held random actions) go through `dqn.model.actions`, among the
 valid actions of the observation's mask (`ValidActions`); in the graph policy TF-Agents chooses, with the mask from
@@ -21,6 +22,7 @@ from __future__ import annotations
 from typing import Protocol
 
 import numpy as np
+import tensorflow as tf
 from tf_agents.trajectories import time_step as ts
 
 from dqn.model.actions import ValidActions
@@ -127,15 +129,53 @@ class RandomCollectPolicy:
         """Always random."""
 
 
+class GreedyLoops:
+    """Finds the envs whose greedy policy has brought them back to an observation met since their last random action.
+
+    In a deterministic env a deterministic greedy policy that returns to an observation goes round the same loop for
+    ever (while the weights hold): a move into a wall repeated, or two states visited in turn. Its values then sink
+    towards the loop's, and the data that would lift them stops coming. Per env, the observations (every part, bit
+    for bit, as a hash) met since the episode's start or the env's last random action are kept; a random action
+    ends the chain of greedy steps, so it forgets them.
+    """
+
+    def __init__(self, num_envs: int):
+        self._met: list[set[int]] = [set() for _ in range(num_envs)]
+
+    def find(self, time_step: ts.TimeStep) -> np.ndarray:
+        """[N] bool: the env's observation was met before in this chain; every observation is then remembered."""
+        count = len(self._met)
+        parts = [np.ascontiguousarray(part).reshape(count, -1) for part in tf.nest.flatten(time_step.observation)]
+        firsts = np.asarray(time_step.step_type) == ts.StepType.FIRST
+        loops = np.zeros(count, bool)
+        for env, met in enumerate(self._met):
+            if firsts[env]:
+                met.clear()
+            key = hash(b"".join(part[env].tobytes() for part in parts))
+            loops[env] = key in met
+            met.add(key)
+        return loops
+
+    def forget(self, acting_randomly: np.ndarray) -> None:
+        """The marked envs act randomly this step: their chains of greedy steps start afresh."""
+        for env in np.flatnonzero(acting_randomly):
+            self._met[env].clear()
+
+
 class HeldRandomCollectPolicy:
-    """Held random actions over a greedy `inner` policy: the holds take the epsilon, the inner policy plays 0."""
+    """Held random actions over a greedy `inner` policy: the holds take the epsilon, the inner policy plays 0.
+
+    With `escape_greedy_loops`, a hold also starts where the greedy policy has come back to an observation
+    (`GreedyLoops`).
+    """
 
     def __init__(self, inner: CollectPolicy, holds: HeldRandomActions, epsilon: float,
-                 valid: ValidActions | None = None):
+                 valid: ValidActions | None = None, escape_greedy_loops: bool = False):
         self._inner = inner
         self._holds = holds
         self._epsilon = epsilon
         self._valid = valid
+        self._loops = GreedyLoops(holds.num_envs) if escape_greedy_loops else None
         self.runs_in = inner.runs_in
         inner.set_epsilon(0.0)
 
@@ -144,7 +184,11 @@ class HeldRandomCollectPolicy:
         greedy, q_values = self._inner.actions(time_step)
         starts = time_step.step_type == ts.StepType.FIRST
         mask = None if self._valid is None else self._valid.mask(time_step.observation)
-        return self._holds.actions(greedy, self._epsilon, episode_starts=starts, mask=mask), q_values
+        loops = None if self._loops is None else self._loops.find(time_step)
+        actions = self._holds.actions(greedy, self._epsilon, episode_starts=starts, mask=mask, force_starts=loops)
+        if self._loops is not None:
+            self._loops.forget(self._holds.holding)
+        return actions, q_values
 
     def set_weights(self, variables: list[np.ndarray]) -> None:
         """The inner policy's weights."""

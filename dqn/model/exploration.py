@@ -63,14 +63,23 @@ class HeldRandomActions:
         self.mean_hold = mean_hold_steps(exponent)
         self._rng = np.random.default_rng(seed)
         self._steps_left = np.zeros(num_envs, np.int64)
+        #: [N] bool: the envs whose action in the last `actions` call was random (a hold's).
+        self.holding = np.zeros(num_envs, bool)
         self._steps_taken = np.zeros(num_envs, np.int64)
         self._held = np.zeros((num_envs, *self._action_shape), np.int64)
 
+    @property
+    def num_envs(self) -> int:
+        """Envs these holds act for."""
+        return len(self._steps_left)
+
     def actions(self, greedy_actions: np.ndarray, epsilon: float,
-                episode_starts: np.ndarray | None = None, mask: np.ndarray | None = None) -> np.ndarray:
+                episode_starts: np.ndarray | None = None, mask: np.ndarray | None = None,
+                force_starts: np.ndarray | None = None) -> np.ndarray:
         """The envs' actions this step: a held random action where one is running, else the greedy one.
 
-        `episode_starts` marks the envs whose current step begins an episode: their holds end there. Held actions
+        `episode_starts` marks the envs whose current step begins an episode: their holds end there.
+        `force_starts` marks envs that start a hold now if none runs, on top of those epsilon starts. Held actions
         are drawn by `dqn.model.actions` among the valid ones of `mask` [N, ...] (None: all). A hold whose action
         the mask now forbids goes on with a fresh valid one: the hold keeps its length, so the random share stays
         epsilon, and no invalid action is ever taken.
@@ -79,13 +88,17 @@ class HeldRandomActions:
             cut = episode_starts & (self._steps_left > 0)
             self._finish(cut)
         start_probability = hold_start_probability(epsilon, self.mean_hold)
-        starts = (self._steps_left <= 0) & (self._rng.random(len(self._steps_left)) < start_probability)
+        drawn = self._rng.random(len(self._steps_left)) < start_probability
+        if force_starts is not None:
+            drawn |= force_starts
+        starts = (self._steps_left <= 0) & drawn
         count = int(starts.sum())
         if count:
             self._held[starts] = self._draw(count, None if mask is None else mask[starts])
             self._steps_left[starts] = np.minimum(self._rng.zipf(self._exponent, count), MAX_HOLD_STEPS)
             self._steps_taken[starts] = 0
         holding = self._steps_left > 0
+        self.holding = holding
         if mask is not None:
             self._redraw_forbidden(holding, mask)
         self._steps_left[holding] -= 1

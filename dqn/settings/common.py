@@ -125,6 +125,9 @@ class CommonConfig:
                                            "number of steps, at most to its episode's end (temporally extended "
                                            "epsilon-greedy); 0 = one step each",
                                            ge=0)
+    escape_greedy_loops: bool = setting(False, "an actor whose greedy policy brings an env back to an observation met "
+                                        "since its last random action starts a random hold there (needs "
+                                        "epsilon_hold_exponent)")
     replay_max_size: int = setting(100_000, "replay table capacity, in transitions (the oldest are removed first)",
                                    ge=1)
     replay_min_size: int = setting(1000, "transitions in replay before the learner may sample", ge=1)
@@ -156,6 +159,9 @@ class CommonConfig:
         if self.epsilon_hold_exponent != 0 and self.epsilon_hold_exponent <= 1:  # zeta needs an exponent > 1
             raise ConfigError("epsilon_hold_exponent", "must be 0 (one-step random actions) or > 1 (a zeta "
                                                        f"distribution's exponent); got {self.epsilon_hold_exponent}")
+        if self.escape_greedy_loops and not self.epsilon_hold_exponent:
+            raise ConfigError("escape_greedy_loops", "its random actions are holds: needs epsilon_hold_exponent > 1 "
+                                                     "(default 2.0), or escape_greedy_loops false")
         for name in ("replay_address", "control_address"):
             address = getattr(self, name)
             host, _, port = (address or "localhost:8000").rpartition(":")
