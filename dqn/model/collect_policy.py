@@ -144,21 +144,19 @@ class GreedyLoops:
 
     def find(self, time_step: ts.TimeStep) -> np.ndarray:
         """[N] bool: the env's observation was met before in this chain; every observation is then remembered."""
+        self.forget(np.asarray(time_step.step_type) == ts.StepType.FIRST)
         count = len(self._met)
         parts = [np.ascontiguousarray(part).reshape(count, -1) for part in tf.nest.flatten(time_step.observation)]
-        firsts = np.asarray(time_step.step_type) == ts.StepType.FIRST
         loops = np.zeros(count, bool)
         for env, met in enumerate(self._met):
-            if firsts[env]:
-                met.clear()
             key = hash(b"".join(part[env].tobytes() for part in parts))
             loops[env] = key in met
             met.add(key)
         return loops
 
-    def forget(self, acting_randomly: np.ndarray) -> None:
-        """The marked envs act randomly this step: their chains of greedy steps start afresh."""
-        for env in np.flatnonzero(acting_randomly):
+    def forget(self, envs: np.ndarray) -> None:
+        """The marked envs' chains of greedy steps start afresh (a random action, or a new episode)."""
+        for env in np.flatnonzero(envs):
             self._met[env].clear()
 
 
