@@ -53,8 +53,9 @@ def measure_random_play(episodes: PolicyEpisodes, seed: int, stop_requested) -> 
         return None
     record = {"average_return": values[AverageReturn.name], "episodes": episodes.whole_episodes,
               "seed": env_seed, "seconds": round(time.monotonic() - started, 3)}
-    log.info("random play: average return %.1f over %d episodes of uniformly random valid actions (%.1f s): the "
-             "least a kept policy must score", record["average_return"], record["episodes"], record["seconds"])
+    log.info("random play: average return %s over %d episodes of uniformly random valid actions (%.1f s): the "
+             "least a kept policy must score", format_return(record["average_return"]), record["episodes"],
+             record["seconds"])
     return record
 
 
@@ -62,6 +63,11 @@ def save_random_play(directory: str, record: dict) -> None:
     """Writes the record where `read_random_play` finds it (whole or not at all)."""
     with atomic_write(os.path.join(directory, RANDOM_PLAY_FILE)) as handle:
         json.dump(record, handle)
+
+
+def format_return(value: float) -> str:
+    """A return as the lines show it: one decimal, or 3 significant digits below 1, so 0.0 and 0.03 differ."""
+    return f"{value:.3g}" if abs(value) < 1 else f"{value:.1f}"
 
 
 def kept_below_random_play(directory: str) -> str | None:
@@ -79,7 +85,7 @@ def kept_below_random_play(directory: str) -> str | None:
     scored_on = "its evaluation episodes" if confirmed is None else "fresh re-check episodes"
     if score >= random_play["average_return"]:
         return None
-    return (f"the kept policy (train step {kept['train_step']}) scores {score:.1f} on {scored_on}, below random "
-            f"play's {random_play['average_return']:.1f} over {random_play['episodes']} episodes of uniformly "
-            "random valid actions on this env: worse than no training; look at its greedy actions "
+    return (f"the kept policy (train step {kept['train_step']}) scores {format_return(score)} on {scored_on}, below "
+            f"random play's {format_return(random_play['average_return'])} over {random_play['episodes']} episodes "
+            "of uniformly random valid actions on this env: worse than no training; look at its greedy actions "
             "(`dqn-service policy-check`) before using it")

@@ -29,7 +29,7 @@ from dqn.resolve import resolve_run, run_env_specs
 from dqn.settings import loading as config_loading
 from dqn.settings.config import LocalConfig, actor_dir, role_dir
 from evaluator.best import reaches_target
-from evaluator.random_baseline import kept_below_random_play, read_random_play
+from evaluator.random_baseline import format_return, kept_below_random_play, read_random_play
 from launcher.eval_records import EvalRecords
 from launcher.forked import ForkedRole
 from launcher.network import exposure_warning, isolation_refusal, network_namespace
@@ -381,7 +381,7 @@ def watch_until_done(config: LocalConfig, topology: Topology, stop: StopSignal, 
           f"train_steps={train_step} best_eval_return={best['average_return'] if best else float('nan'):.1f} "
           f"target={target} role_restarts={topology.restarts} env_restarts={env_restarts(config)} "
           f"illegal_actions={illegal_actions(config)} "
-          f"random_play_return={random_play['average_return'] if random_play else float('nan'):.1f}", flush=True)
+          f"random_play_return={format_return(random_play['average_return']) if random_play else 'nan'}", flush=True)
     below = kept_below_random_play(evaluator_dir)
     if below:
         say(f"warning: {below}", flush=True)

@@ -52,6 +52,14 @@ def test_the_kept_policy_below_random_play_is_named_by_its_score(tmp_path, kept,
         assert line.startswith("the kept policy (train step 500) scores ") and "random play's 10.0 over 30" in line
 
 
+def test_a_small_gap_below_random_play_shows_in_the_line(tmp_path):
+    # A sparse-reward env: random play finds the reward now and then (0.03), the kept policy never (0.0).
+    save_random_play(str(tmp_path), {"average_return": 0.03, "episodes": 30, "seed": 7, "seconds": 0.1})
+    write(tmp_path, "best_policy.json", {"train_step": 9, "average_return": 0.0, "confirmed_return": None})
+    line = kept_below_random_play(str(tmp_path))
+    assert "scores 0 on" in line and "random play's 0.03 over 30" in line, line
+
+
 def test_without_both_records_there_is_no_comparison(tmp_path):
     assert read_random_play(str(tmp_path)) is None and kept_below_random_play(str(tmp_path)) is None
     write(tmp_path, "best_policy.json", {"train_step": 5, "average_return": -5.0, "confirmed_return": None})
