@@ -4,7 +4,8 @@ Sides (bench/fair_sides.py): `ours` is `dqn-service local --env-id E --seed S --
 <fresh>`, as a user runs it (defaults: its own re-check, reset rule and stop at the env's reward threshold; a mask
 of valid actions found without flags); `ours-unmasked` adds `--action-mask none`; `ours-plain` holds every auto
 learning rule at its plain pick; `ours-candidate` adds the sitting's `--candidate-flags` (a proposed default). The
-peers run under the peer virtualenv (bench/peers/sb3_snapshots.py, which says where each one's settings come from):
+peers run under the peer virtualenv (its versions: bench/peers/requirements.txt; bench/peers/sb3_snapshots.py says
+where each one's settings come from):
 `sb3` is SB3 DQN with the rl-baselines3-zoo recipe; `sb3-scaled` is that recipe with n_timesteps set to the env
 steps `sb3` reached in this sitting for the same env and seed (so `sb3` runs first for a seed); `maskable-ppo` is
 sb3-contrib's MaskablePPO with its library defaults; `sb3-dqn-flat` is SB3 DQN on a MultiDiscrete env's combinations
@@ -29,8 +30,7 @@ whole waited-for process tree). This process's own polling is reported apart (`h
     python bench/fair_run.py --envs CartPole-v1 --budget-s 60 --seeds 1 2 3 4 5 \
         --peer-python /work/peers-venv/bin/python --out bench/results/2026-11-27-fair-classic
 
-The action kinds (bench/action_kinds.py; the peer virtualenv also needs `sb3-contrib==2.9.2 pettingzoo==1.27.0
-box2d==2.3.10`, the service's the box2d and bench-envs extras):
+The action kinds (bench/action_kinds.py; the service's virtualenv needs the box2d and bench-envs extras):
 
     python bench/fair_run.py --envs Taxi-v4 bench.action_kinds:ConnectFourVsRandom-v0 \
         bench.action_kinds:MultiDiscreteLunarLander-v3 --seeds 1 2 3 4 5 \
