@@ -36,13 +36,14 @@ from dqn.model.actions import (
     random_actions_tf,
     taken_q_values_tf,
 )
+from dqn.model.layer_norm import normalize_hidden_layers
 
 
 class BranchingQNetwork(network.Network):
     """Shared torso, a state value and one advantage head per action dimension: Q-values [B, D, n_max]."""
 
     def __init__(self, input_tensor_spec, nvec, preprocessing_layers=None, preprocessing_combiner=None,
-                 conv_layer_params=None, fc_layer_params=(256, 256), name="BranchingQNetwork"):
+                 conv_layer_params=None, fc_layer_params=(256, 256), layer_norm=False, name="BranchingQNetwork"):
         super().__init__(input_tensor_spec=input_tensor_spec, state_spec=(), name=name)
         self._nvec = tuple(int(n) for n in nvec)
         self._width = max(self._nvec)
@@ -50,6 +51,8 @@ class BranchingQNetwork(network.Network):
             input_tensor_spec, preprocessing_layers=preprocessing_layers,
             preprocessing_combiner=preprocessing_combiner, conv_layer_params=conv_layer_params,
             fc_layer_params=fc_layer_params)
+        if layer_norm:
+            normalize_hidden_layers(self._torso)
         # QNetwork's initializers for its Q-value layer: small weights, so the first Q-values are near -0.2.
         head = {"kernel_initializer": tf.random_uniform_initializer(minval=-0.03, maxval=0.03),
                 "bias_initializer": tf.constant_initializer(-0.2)}

@@ -17,6 +17,7 @@ from tf_agents.networks import q_network, q_rnn_network
 from dqn.envs.spaces import is_nested
 from dqn.model.branching import BranchingQNetwork
 from dqn.model.encoders import conv_misfit, input_kwargs, is_image
+from dqn.model.layer_norm import NormalizedQNetwork, normalize_hidden_layers
 from dqn.settings.config import CommonConfig
 from dqn.settings.loading import ConfigError
 
@@ -91,11 +92,13 @@ class MixedPrecisionQNetwork(q_network.QNetwork):
     """
 
     def __init__(self, input_tensor_spec, action_spec, preprocessing_layers=None, preprocessing_combiner=None,
-                 conv_layer_params=None, fc_layer_params=(75, 40), name="QNetwork"):
+                 conv_layer_params=None, fc_layer_params=(75, 40), layer_norm=False, name="QNetwork"):
         with keras_dtype_policy("mixed_bfloat16"):  # dtype None: every layer takes the policy
             super().__init__(input_tensor_spec, action_spec, preprocessing_layers=preprocessing_layers,
                              preprocessing_combiner=preprocessing_combiner, conv_layer_params=conv_layer_params,
                              fc_layer_params=fc_layer_params, dtype=None, name=name)
+        if layer_norm:
+            normalize_hidden_layers(self._encoder)
         # QNetwork takes no output layer, so its own (not built yet) is replaced by a float32 twin.
         bf16 = self._q_value_layer
         self._q_value_layer = tf.keras.layers.Dense(
@@ -104,7 +107,7 @@ class MixedPrecisionQNetwork(q_network.QNetwork):
 
 
 def make_q_network(config: CommonConfig, observation_spec, action_spec):
-    """QNetwork (MLP or conv; MixedPrecisionQNetwork with compute_dtype bfloat16), or QRnnNetwork with lstm_size.
+    """QNetwork (MLP or conv; bfloat16 or layer_norm: its subclasses), or QRnnNetwork with lstm_size.
 
     Why after: an LSTM's output is tanh-bounded, so Q-values read straight off it (one linear layer) can only
     reach returns in the tens through slowly growing weights; a ReLU MLP between the LSTM and the Q-values
@@ -118,16 +121,17 @@ def make_q_network(config: CommonConfig, observation_spec, action_spec):
         encoders = input_kwargs(observation_spec, config.conv_layers(), config.observation_scaling,
                                 config.image_encoding)
         return BranchingQNetwork(observation_spec, tuple(action_spec.maximum.reshape(-1) + 1),
-                                 fc_layer_params=config.fc_layer_params, **encoders)
+                                 fc_layer_params=config.fc_layer_params, layer_norm=config.layer_norm, **encoders)
     if resolved_compute_dtype(config) == "bfloat16":
         with keras_dtype_policy("mixed_bfloat16"):  # the input encoders too (a Dict's image parts have convs)
             encoders = input_kwargs(observation_spec, config.conv_layers(), config.observation_scaling,
                                     config.image_encoding)
         return MixedPrecisionQNetwork(observation_spec, action_spec, fc_layer_params=config.fc_layer_params,
-                                      **encoders)
+                                      layer_norm=config.layer_norm, **encoders)
     encoders = input_kwargs(observation_spec, config.conv_layers(), config.observation_scaling, config.image_encoding)
     if config.lstm_size:
         return q_rnn_network.QRnnNetwork(observation_spec, action_spec, input_fc_layer_params=None,
                                          lstm_size=config.lstm_size, output_fc_layer_params=config.fc_layer_params,
                                          **encoders)
-    return q_network.QNetwork(observation_spec, action_spec, fc_layer_params=config.fc_layer_params, **encoders)
+    network = NormalizedQNetwork if config.layer_norm else q_network.QNetwork
+    return network(observation_spec, action_spec, fc_layer_params=config.fc_layer_params, **encoders)

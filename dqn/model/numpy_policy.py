@@ -18,6 +18,7 @@ import tensorflow as tf
 from tf_agents.networks import encoding_network, q_network
 
 from dqn.model.actions import ValidActions
+from dqn.model.layer_norm import NormalizedQNetwork
 
 #: Activations the mirror knows (True: relu); a Dense layer with any other keeps the graph policy.
 _RELU_OF = {tf.keras.activations.relu: True, tf.keras.activations.linear: False}
@@ -27,11 +28,16 @@ _TOLERANCE = 1e-4
 
 @dataclasses.dataclass(frozen=True)
 class _DenseLayer:
-    """Positions of one Dense layer's kernel and bias in the policy's variable list, and its activation."""
+    """Positions of one Dense layer's kernel and bias in the policy's variable list, and its activation.
+
+    With `norm` (the positions of a LayerNormalization's gamma and beta, and its epsilon) the layer's output is
+    normalised before the activation (`--layer-norm`).
+    """
 
     kernel_index: int
     bias_index: int
     relu: bool
+    norm: tuple[int, int, float] | None = None
 
 
 class HostQNetwork:
@@ -70,6 +76,13 @@ class HostQNetwork:
         for layer in self._layers:
             hidden = hidden @ self._weights[layer.kernel_index]
             hidden += self._weights[layer.bias_index]
+            if layer.norm is not None:
+                gamma, beta, epsilon = layer.norm
+                units = hidden.shape[-1]
+                hidden -= (hidden.sum(axis=-1) / units)[:, None]
+                hidden *= (1.0 / np.sqrt(np.einsum("ij,ij->i", hidden, hidden) / units + epsilon))[:, None]
+                hidden *= self._weights[gamma]
+                hidden += self._weights[beta]
             if layer.relu:
                 np.maximum(hidden, 0.0, out=hidden)
         return hidden
@@ -84,7 +97,7 @@ class HostQNetwork:
 
 def _mlp_structure(network, variables: list[tf.Variable]) -> tuple[list[_DenseLayer], np.ndarray | None] | None:
     """(Dense layers in call order, input scale or None) of an MLP QNetwork, or None for any other structure."""
-    if type(network) is not q_network.QNetwork or tf.nest.is_nested(network.input_tensor_spec):
+    if type(network) not in (q_network.QNetwork, NormalizedQNetwork) or tf.nest.is_nested(network.input_tensor_spec):
         return None  # a nested observation has one encoder per part: the graph policy runs it
     if network.input_tensor_spec.dtype != tf.float32:
         return None
@@ -100,9 +113,20 @@ def _mlp_structure(network, variables: list[tf.Variable]) -> tuple[list[_DenseLa
         input_scale = np.broadcast_to(np.asarray(rescaling.scale, np.float32),
                                       tuple(network.input_tensor_spec.shape))
     positions = {variable.ref(): index for index, variable in enumerate(variables)}
-    layers = []
+    layers, norms = [], 0
     for layer in [*encoder_layers, *head]:
         if type(layer) is tf.keras.layers.Flatten:
+            continue
+        last = layers[-1] if layers else None
+        if _is_plain_layer_norm(layer) and last is not None and not last.relu and last.norm is None:
+            if layer.gamma.ref() not in positions or layer.beta.ref() not in positions:
+                return None
+            layers[-1] = dataclasses.replace(last, norm=(positions[layer.gamma.ref()], positions[layer.beta.ref()],
+                                                         float(layer.epsilon)))
+            norms += 1
+            continue
+        if _is_plain_relu(layer) and last is not None and not last.relu:
+            layers[-1] = dataclasses.replace(last, relu=True)
             continue
         if type(layer) is not tf.keras.layers.Dense or not layer.use_bias or layer.activation not in _RELU_OF:
             return None
@@ -110,9 +134,21 @@ def _mlp_structure(network, variables: list[tf.Variable]) -> tuple[list[_DenseLa
             return None
         layers.append(_DenseLayer(positions[layer.kernel.ref()], positions[layer.bias.ref()],
                                   _RELU_OF[layer.activation]))
-    if len(layers) * 2 != len(variables):  # some variable is not a Dense kernel or bias: not a plain MLP
+    if (len(layers) + norms) * 2 != len(variables):  # some variable is not one the mirror reads: not a plain MLP
         return None
     return layers, input_scale
+
+
+def _is_plain_layer_norm(layer) -> bool:
+    """A LayerNormalization over the last axis with a scale and a shift (what `--layer-norm` makes)."""
+    return (type(layer) is tf.keras.layers.LayerNormalization and layer.center and layer.scale
+            and np.atleast_1d(layer.axis).tolist() in ([-1], [1]))
+
+
+def _is_plain_relu(layer) -> bool:
+    """A ReLU layer with Keras' defaults: max(x, 0)."""
+    return (type(layer) is tf.keras.layers.ReLU and layer.max_value is None and not layer.negative_slope
+            and not layer.threshold)
 
 
 class HostEpsilonGreedy:

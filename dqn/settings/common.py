@@ -85,6 +85,8 @@ class CommonConfig:
                                                         "none = chosen from the image size", ge=1)
     fc_layer_params: tuple[int, ...] = setting((256, 256), "Q-network hidden layer sizes, in units, e.g. 256,256; "
                                                "with lstm_size they follow the LSTM", ge=1)
+    layer_norm: bool = setting(False, "layer normalisation of each hidden layer of the Q-network, before its ReLU "
+                               "(feed-forward networks)")
     compute_dtype: str = setting("float32", "dtype the Q-network's hidden layers compute in (weights, Q-values and "
                                  "the loss stay float32); auto = bfloat16 on a GPU or a CPU with AMX or "
                                  "AVX512-BF16 for feed-forward networks, else float32",
@@ -170,6 +172,9 @@ class CommonConfig:
         if self.shared_key is not None and len(self.shared_key) < MIN_SHARED_KEY_CHARS:
             raise ConfigError("shared_key", f"must be at least {MIN_SHARED_KEY_CHARS} characters (a random one: "
                                             "`openssl rand -hex 32`), or unset for unsigned items")
+        if self.layer_norm and self.lstm_size:
+            raise ConfigError("layer_norm", "normalises a feed-forward network's hidden layers: leave lstm_size unset, "
+                                            "or layer_norm false")
         if not self.fc_layer_params:
             raise ConfigError("fc_layer_params", "needs at least one hidden layer size, e.g. 64,64")
         if self.lstm_size is not None and self.n_step_update != 1:

@@ -15,7 +15,8 @@ from dqn.settings.config import ActorConfig
 def random_weights(bundle, seed: int) -> list[np.ndarray]:
     """Kernels scaled by fan-in (so both actions stay greedy somewhere), biases small."""
     rng = np.random.default_rng(seed)
-    return [rng.normal(0, 1 / np.sqrt(v.shape[0]) if len(v.shape) == 2 else 0.1, v.shape).astype(np.float32)
+    return [(rng.normal(0, 1 / np.sqrt(v.shape[0]) if len(v.shape) == 2 else 0.1, v.shape)
+             + ("gamma" in v.name)).astype(np.float32)  # a layer norm's scale near 1
             for v in bundle.policy_variables]
 
 
@@ -23,11 +24,16 @@ def observations(count: int, seed: int) -> np.ndarray:
     return np.random.default_rng(seed).uniform(-2, 2, (count, 4)).astype(np.float32)
 
 
-@pytest.mark.parametrize("layers,scaling", [((256, 256), "narrow"), ((256, 256), "bounds"), ((32,), "bounds"),
-                                            ((16, 8, 4), "bounds"), ((256, 256), "none")],
-                         ids=["default", "bounds", "one-layer", "three-layers", "unscaled-observations"])
-def test_mirror_gives_the_q_values_and_greedy_actions_of_the_tf_agents_policy(layers, scaling):
-    bundle = resolved_builder(ActorConfig(fc_layer_params=layers, observation_scaling=scaling)).agent
+@pytest.mark.parametrize("layers,scaling,layer_norm", [
+    ((256, 256), "narrow", False), ((256, 256), "bounds", False), ((32,), "bounds", False),
+    ((16, 8, 4), "bounds", False), ((256, 256), "none", False), ((256, 256), "narrow", True),
+    ((16, 8, 4), "none", True)],
+    ids=["default", "bounds", "one-layer", "three-layers", "unscaled-observations", "layer-norm", "layer-norm-three"])
+def test_mirror_gives_the_q_values_and_greedy_actions_of_the_tf_agents_policy(layers, scaling, layer_norm):
+    config = ActorConfig(fc_layer_params=layers, observation_scaling=scaling, layer_norm=layer_norm)
+    bundle = resolved_builder(config).agent
+    norms = [layer for layer in bundle.q_network.layers[0].layers if type(layer) is tf.keras.layers.LayerNormalization]
+    assert len(norms) == (len(layers) if layer_norm else 0)
     mirror = HostQNetwork.mirror(bundle.q_network, bundle.policy_variables)
     assert mirror is not None
     greedy_graph = batched_actions(bundle.agent.policy)
