@@ -3,8 +3,11 @@
 import numpy as np
 import pytest
 import tensorflow as tf
+from tf_agents.policies import policy_saver
 from tf_agents.specs import tensor_spec
 
+from dqn.envs.making import EnvOptions
+from dqn.model.policy_export import play_exported_policy
 from dqn.resolve import resolved_builder
 from dqn.settings.config import CommonConfig, LearnerConfig
 from dqn.settings.loading import ConfigError, resolve
@@ -33,6 +36,16 @@ def test_each_network_kind_and_its_target_normalise_every_hidden_layer_and_train
     assert np.isfinite(float(agent.train(experience).loss))
     moved = [not np.array_equal(b, v.numpy()) for b, v in zip(before, network.trainable_variables, strict=True)]
     assert any(moved)
+
+
+def test_the_exported_policy_keeps_the_normalised_network(tmp_path):
+    builder = resolved_builder(LearnerConfig(layer_norm=True, fc_layer_params=(16, 8)))
+    policy_saver.PolicySaver(builder.make_export_policy(), batch_size=None).save(str(tmp_path / "policy"))
+    loaded = tf.saved_model.load(str(tmp_path / "policy"))
+    assert any("layer_normalization" in v.name for v in loaded.model_variables)
+    returns, illegal = play_exported_policy(str(tmp_path / "policy"), builder.config.env_id, 2, seed=3,
+                                            options=EnvOptions.from_config(builder.config))
+    assert len(returns) == 2 and illegal == 0
 
 
 def test_without_the_option_no_layer_is_normalised():
