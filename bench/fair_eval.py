@@ -5,7 +5,7 @@ with training for the cores). Every side plays the same episode loop (`play`): o
 seed of `eval_seeds(n)` (the same list for every side, snapshot and sitting, far from any training seed), the greedy
 action of the snapshot's policy at every step, to the env's registered episode limit (`episode_cap`). The episodes
 run side by side; the service's side makes one Q-network call for all those still playing (a call costs about as
-much for 30 observations as for one), SB3's sides one `predict` per observation. The `random`
+much for 30 observations as for one), SB3's sides one `predict` likewise. The `random`
 side plays uniformly random actions on the same seeds (uniform over the valid ones where the env gives a mask): the
 baseline that says "below random play". The `ours-kept` side replays the policy a service run kept and exported
 (its user's policy) on the same seeds.
@@ -175,13 +175,15 @@ def sb3_policy(env_id: str, snapshots: str):
         model = DQN(recipe["policy"], env, policy_kwargs=recipe.get("policy_kwargs"), buffer_size=1, device="cpu")
         module = model.q_net
 
-    def act_one(env, observation):
-        if algo == "maskable-ppo":
-            return int(model.predict(observation, deterministic=True, action_masks=legal_actions(env))[0])
-        return int(model.predict(observation, deterministic=True)[0])
-
     def act(envs, observations: list, indices):
-        return [act_one(envs[index], observation) for index, observation in zip(indices, observations, strict=True)]
+        if isinstance(observations[0], dict):
+            observation = {key: np.stack([one[key] for one in observations]) for key in observations[0]}
+        else:
+            observation = np.stack(observations)
+        if algo == "maskable-ppo":
+            masks = np.stack([legal_actions(envs[index]) for index in indices])
+            return [int(a) for a in model.predict(observation, deterministic=True, action_masks=masks)[0]]
+        return [int(a) for a in model.predict(observation, deterministic=True)[0]]
 
     def load(record: dict, directory: str):
         module.load_state_dict(torch.load(os.path.join(directory, record["file"]), weights_only=True))
