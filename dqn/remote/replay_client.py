@@ -104,6 +104,7 @@ def check_signatures(clients: ServerClients, signatures: dict[str, object], conf
         if served != expected:
             raise SpecMismatch(
                 f"the {table!r} table at {address} was built for other specs than this {role} "
-                f"(env {config.env_id!r}, layers {config.fc_layer_params}): server {served} vs "
-                f"ours {expected}. Start every role with the same --env-id, network settings and replay item "
-                f"settings (--n-step-update, --lstm-size, --train-sequence-length, --initial-priority).")
+                f"(env {config.env_id!r}, layers {config.fc_layer_params}, layer norm {config.layer_norm}): server "
+                f"{served} vs ours {expected}. Start every role with the same --env-id, network settings "
+                f"(--fc-layer-params, --layer-norm, --conv-layer-params, --lstm-size) and replay item settings "
+                f"(--n-step-update, --train-sequence-length, --initial-priority).")

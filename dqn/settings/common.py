@@ -172,7 +172,7 @@ class CommonConfig:
         if self.shared_key is not None and len(self.shared_key) < MIN_SHARED_KEY_CHARS:
             raise ConfigError("shared_key", f"must be at least {MIN_SHARED_KEY_CHARS} characters (a random one: "
                                             "`openssl rand -hex 32`), or unset for unsigned items")
-        if self.layer_norm and self.lstm_size:
+        if self.layer_norm and self.lstm_size is not None:
             raise ConfigError("layer_norm", "normalises a feed-forward network's hidden layers: leave lstm_size unset, "
                                             "or layer_norm false")
         if not self.fc_layer_params:
