@@ -96,6 +96,13 @@ def play(make_env, act, seeds: list[int], cap: int) -> tuple[list[float], list[i
     return returns, illegal if masked else None
 
 
+def stacked(observations: list):
+    """The observations of several envs as one batch (a Dict's parts stacked part by part)."""
+    if isinstance(observations[0], dict):
+        return {key: np.stack([np.asarray(one[key]) for one in observations]) for key in observations[0]}
+    return np.stack([np.asarray(one) for one in observations])
+
+
 def read_marks(snapshots: str) -> list[dict]:
     """The snapshot records of a run (`marks.jsonl`: mark, seconds, train step, env steps, weights file)."""
     with open(os.path.join(snapshots, "marks.jsonl"), encoding="utf-8") as handle:
@@ -131,14 +138,9 @@ def ours_policy(run_dir: str):
 
     convert = observation_converter(builder.observation_spec)  # the dtypes the vector env hands the policy
 
-    def batch(observations: list):
-        if isinstance(observations[0], dict):
-            return convert({key: np.stack([np.asarray(one[key]) for one in observations]) for key in observations[0]})
-        return convert(np.stack([np.asarray(one) for one in observations]))
-
     def act(envs, observations: list, _indices):
         # Padded to one batch size for every call: a graph network (conv, Dict) traces one graph per size.
-        observation = batch(observations + observations[:1] * (len(envs) - len(observations)))
+        observation = convert(stacked(observations + observations[:1] * (len(envs) - len(observations))))
         chosen = valid.greedy(network.q_values(valid.network_observation(observation)), valid.mask(observation))
         return chosen[:len(observations)]
 
@@ -176,10 +178,7 @@ def sb3_policy(env_id: str, snapshots: str):
         module = model.q_net
 
     def act(envs, observations: list, indices):
-        if isinstance(observations[0], dict):
-            observation = {key: np.stack([one[key] for one in observations]) for key in observations[0]}
-        else:
-            observation = np.stack(observations)
+        observation = stacked(observations)
         if algo == "maskable-ppo":
             masks = np.stack([legal_actions(envs[index]) for index in indices])
             return [int(a) for a in model.predict(observation, deterministic=True, action_masks=masks)[0]]
