@@ -64,7 +64,8 @@ class CountIllegal(gym.Wrapper):
     """Counts the actions the env's own mask forbade when they were taken (Discrete actions only).
 
     The totals are the class's, summed over every instance in the process: an evaluation process plays one side's
-    episodes, some of them in envs it does not make itself (the service's replay of an exported policy).
+    episodes, some of them in envs it does not make itself (the service's replay of an exported policy). `illegal`
+    is this instance's own count.
     """
 
     illegal_total = 0
@@ -73,6 +74,7 @@ class CountIllegal(gym.Wrapper):
     def __init__(self, env: gym.Env):
         super().__init__(env)
         self.legal: np.ndarray | None = None
+        self.illegal = 0
 
     def _see(self, observation, info) -> None:
         self.legal = env_mask(observation, info)
@@ -87,6 +89,7 @@ class CountIllegal(gym.Wrapper):
     def step(self, action):
         if self.legal is not None and np.ndim(action) == 0 and not self.legal[int(action)]:
             CountIllegal.illegal_total += 1
+            self.illegal += 1
         observation, reward, terminated, truncated, info = self.env.step(action)
         self._see(observation, info)
         return observation, reward, terminated, truncated, info

@@ -3,7 +3,9 @@
 One process per side and run, started by bench/fair_run.py after the run's training has ended (so it never competes
 with training for the cores). Every side plays the same episode loop (`play`): one env per episode, reset with one
 seed of `eval_seeds(n)` (the same list for every side, snapshot and sitting, far from any training seed), the greedy
-action of the snapshot's policy at every step, to the env's registered episode limit (`episode_cap`). The `random`
+action of the snapshot's policy at every step, to the env's registered episode limit (`episode_cap`). The episodes
+run side by side; the service's side makes one Q-network call for all those still playing (a call costs about as
+much for 30 observations as for one), SB3's sides one `predict` likewise. The `random`
 side plays uniformly random actions on the same seeds (uniform over the valid ones where the env gives a mask): the
 baseline that says "below random play". The `ours-kept` side replays the policy a service run kept and exported
 (its user's policy) on the same seeds.
@@ -67,23 +69,38 @@ def illegal_so_far() -> int:
     return CountIllegal.illegal_total
 
 
-def play(env, act, seeds: list[int], cap: int) -> tuple[list[float], list[int] | None]:
-    """One episode per seed (env reset with it), actions from `act(observation, seed)`.
+def play(make_env, act, seeds: list[int], cap: int) -> tuple[list[float], list[int] | None]:
+    """One episode per seed, side by side: env i made by `make_env()` and reset with seeds[i].
 
-    (returns, illegal actions per episode or None where the env gave no mask); `env` plays through `CountIllegal`.
+    `act(envs, observations, indices)` gives the actions of the envs `indices` (those still playing) at their
+    `observations`. (returns, illegal actions per episode or None where the env gave no mask); each env plays
+    through `CountIllegal`, which counts its own.
     """
-    returns, illegal, masked = [], [], False
-    for seed in seeds:
-        observation, _ = env.reset(seed=seed)
-        masked = masked or env.get_wrapper_attr("legal") is not None  # both conventions give the mask at a reset
-        before = illegal_so_far()
-        total, steps, done = 0.0, 0, False
-        while not done and steps < cap:
-            observation, reward, terminated, truncated, _ = env.step(act(observation, seed))
-            total, steps, done = total + float(reward), steps + 1, terminated or truncated
-        returns.append(total)
-        illegal.append(illegal_so_far() - before)
+    envs = [make_env() for _ in seeds]
+    observations = [env.reset(seed=seed)[0] for env, seed in zip(envs, seeds, strict=True)]
+    masked = any(env.get_wrapper_attr("legal") is not None for env in envs)  # both conventions show it at a reset
+    returns, steps, playing = [0.0] * len(envs), [0] * len(envs), list(range(len(envs)))
+    while playing and cap > 0:
+        actions = act(envs, [observations[index] for index in playing], playing)
+        still = []
+        for index, action in zip(playing, actions, strict=True):
+            observations[index], reward, terminated, truncated, _ = envs[index].step(action)
+            returns[index] += float(reward)
+            steps[index] += 1
+            if not (terminated or truncated) and steps[index] < cap:
+                still.append(index)
+        playing = still
+    illegal = [env.get_wrapper_attr("illegal") for env in envs]
+    for env in envs:
+        env.close()
     return returns, illegal if masked else None
+
+
+def stacked(observations: list):
+    """The observations of several envs as one batch (a Dict's parts stacked part by part)."""
+    if isinstance(observations[0], dict):
+        return {key: np.stack([np.asarray(one[key]) for one in observations]) for key in observations[0]}
+    return np.stack([np.asarray(one) for one in observations])
 
 
 def read_marks(snapshots: str) -> list[dict]:
@@ -93,7 +110,7 @@ def read_marks(snapshots: str) -> list[dict]:
 
 
 def ours_policy(run_dir: str):
-    """(env, load(mark) -> act) for the service's run: its recorded settings, its evaluation env and Q-network.
+    """(make_env, load(mark) -> act) for the service's run: its recorded settings, its evaluation env and Q-network.
 
     The env is made as `make_gym_env` makes it (gym.make, then the run's wrappers), with `CountIllegal` between
     the two; actions are the greedy ones among those the run's mask allows (`ValidActions`, as its evaluator).
@@ -112,30 +129,31 @@ def ours_policy(run_dir: str):
     if not hasattr(network, "q_values"):
         raise SystemExit("fair_eval: recurrent Q-networks (lstm_size) are not supported by this harness")
     options = builder.env_options.for_evaluation()
-    env = CountIllegal(gym.make(config.env_id, **gym_make_kwargs(config.env_id, options, {})))
-    for wrapper in env_wrappers(config.env_id, options):
-        env = wrapper(env)
+
+    def make_env():
+        env = CountIllegal(gym.make(config.env_id, **gym_make_kwargs(config.env_id, options, {})))
+        for wrapper in env_wrappers(config.env_id, options):
+            env = wrapper(env)
+        return env
+
     convert = observation_converter(builder.observation_spec)  # the dtypes the vector env hands the policy
 
-    def batch(observation):
-        if isinstance(observation, dict):
-            return convert({key: np.asarray(part)[None] for key, part in observation.items()})
-        return convert(np.asarray(observation)[None])
-
-    def act(observation, _seed):
-        observation = batch(observation)
-        return valid.greedy(network.q_values(valid.network_observation(observation)), valid.mask(observation))[0]
+    def act(envs, observations: list, _indices):
+        # Padded to one batch size for every call: a graph network (conv, Dict) traces one graph per size.
+        observation = convert(stacked(observations + observations[:1] * (len(envs) - len(observations))))
+        chosen = valid.greedy(network.q_values(valid.network_observation(observation)), valid.mask(observation))
+        return chosen[:len(observations)]
 
     def load(record: dict, snapshots: str):
         with np.load(os.path.join(snapshots, record["file"])) as saved:
             network.set_weights([saved[f"v{index}"] for index in range(len(saved.files))])
         return act
 
-    return env, load
+    return make_env, load
 
 
 def sb3_policy(env_id: str, snapshots: str):
-    """(env, load(mark) -> act) for an SB3 run: its recipe's network and env, each snapshot's weights, greedy predict.
+    """(make_env, load(mark) -> act) for an SB3 run: its recipe's network and env, each snapshot's weights, greedy.
 
     DQN (flat or not): the q_net state; MaskablePPO: the policy's state, predicting among the env's valid actions.
     """
@@ -159,10 +177,12 @@ def sb3_policy(env_id: str, snapshots: str):
         model = DQN(recipe["policy"], env, policy_kwargs=recipe.get("policy_kwargs"), buffer_size=1, device="cpu")
         module = model.q_net
 
-    def act(observation, _seed):
+    def act(envs, observations: list, indices):
+        observation = stacked(observations)
         if algo == "maskable-ppo":
-            return int(model.predict(observation, deterministic=True, action_masks=legal_actions(env))[0])
-        return int(model.predict(observation, deterministic=True)[0])
+            masks = np.stack([legal_actions(envs[index]) for index in indices])
+            return [int(a) for a in model.predict(observation, deterministic=True, action_masks=masks)[0]]
+        return [int(a) for a in model.predict(observation, deterministic=True)[0]]
 
     def load(record: dict, directory: str):
         module.load_state_dict(torch.load(os.path.join(directory, record["file"]), weights_only=True))
@@ -170,7 +190,7 @@ def sb3_policy(env_id: str, snapshots: str):
             model.q_net_target.load_state_dict(model.q_net.state_dict())
         return act
 
-    return env, load
+    return lambda: peer_env(env_id, algo), load
 
 
 def kept_policy_returns(run_dir: str, seeds: list[int]) -> tuple[list[float] | None, int | None]:
@@ -200,8 +220,8 @@ def kept_policy_returns(run_dir: str, seeds: list[int]) -> tuple[list[float] | N
 RANDOM_PLAYER_STREAM = 0x5EED
 
 
-def random_act(env):
-    """Uniformly random actions, drawn from a generator seeded by the episode's seed (the same draws every time).
+def random_act(seeds: list[int]):
+    """Uniformly random actions for `play` on `seeds`, from a generator seeded by the episode's seed (same draws).
 
     Where the env gives a mask, uniform over the actions it allows; a MultiDiscrete env draws each dimension. The
     draws come from a stream apart from the env's own: `default_rng(seed)` is the very generator `reset(seed=seed)`
@@ -209,7 +229,7 @@ def random_act(env):
     """
     generators: dict[int, np.random.Generator] = {}
 
-    def act(_observation, seed: int):
+    def act_one(env, seed: int):
         generator = generators.setdefault(seed, np.random.default_rng([RANDOM_PLAYER_STREAM, seed]))
         if isinstance(env.action_space, gym.spaces.MultiDiscrete):
             return generator.integers(env.action_space.nvec)
@@ -217,6 +237,9 @@ def random_act(env):
         if legal is not None:
             return int(generator.choice(np.flatnonzero(legal)))
         return int(generator.integers(env.action_space.n))
+
+    def act(envs, _observations, indices):
+        return [act_one(envs[index], seeds[index]) for index in indices]
 
     return act
 
@@ -244,26 +267,23 @@ def main(argv: list[str] | None = None) -> None:
         from bench.action_kinds import CountIllegal
         from bench.fair_sides import RANDOM_DRAWS
 
-        env = CountIllegal(gym.make(args.env_id))
-        returns, illegal = play(env, random_act(env), seeds, cap)
+        returns, illegal = play(lambda: CountIllegal(gym.make(args.env_id)), random_act(seeds), seeds, cap)
         rows.append({**base, "returns": returns, "illegal_actions": illegal, "draws": RANDOM_DRAWS})
-        env.close()
     elif args.side == "ours-kept":
         returns, illegal = kept_policy_returns(args.run_dir, seeds)
         rows.append({**base, "returns": returns, "illegal_actions_total": illegal})
     else:
-        env, load = ours_policy(args.run_dir) if args.side == "ours" else sb3_policy(args.env_id, args.snapshots)
+        make_env, load = ours_policy(args.run_dir) if args.side == "ours" else sb3_policy(args.env_id, args.snapshots)
         for record in read_marks(args.snapshots):
             if record["file"] is None:  # the run ended before it published any weights
                 rows.append({**base, **record, "returns": None})
                 continue
             started = time.perf_counter()
-            returns, illegal = play(env, load(record, args.snapshots), seeds, cap)
+            returns, illegal = play(make_env, load(record, args.snapshots), seeds, cap)
             rows.append({**base, **{k: v for k, v in record.items() if k != "file"}, "returns": returns,
                          "illegal_actions": illegal, "eval_s": round(time.perf_counter() - started, 2)})
             print(f"{args.side} mark {record['mark_s']} s: train step {record['train_step']}, mean return "
                   f"{np.mean(returns):.1f}", flush=True)
-        env.close()
     with open(args.out, "a", encoding="utf-8") as handle:
         for row in rows:
             handle.write(json.dumps(row) + "\n")

@@ -123,3 +123,29 @@ def test_every_side_has_its_own_colour_in_the_plots():
     from bench.fair_tables import SIDE_COLORS
 
     assert list(SIDE_COLORS) == list(SIDES) and len(set(SIDE_COLORS.values())) == len(SIDES)
+
+
+@pytest.mark.parametrize("env_id, choose", [
+    ("Taxi-v4", lambda observation: int(observation) % 6),  # a mask in info, and a policy that ignores it
+    ("CartPole-v1", lambda observation: int(observation[2] > 0)),  # episodes that end at different steps
+])
+def test_episodes_played_side_by_side_are_those_played_one_after_another(env_id, choose):
+    seeds, cap = fair_eval.eval_seeds(6), 60
+    one_by_one = []
+    for seed in seeds:
+        env = CountIllegal(gym.make(env_id))
+        observation, _ = env.reset(seed=seed)
+        total, steps, done = 0.0, 0, False
+        while not done and steps < cap:
+            observation, reward, terminated, truncated, _ = env.step(choose(observation))
+            total, steps, done = total + float(reward), steps + 1, terminated or truncated
+        one_by_one.append((total, env.illegal))
+    returns, illegal = fair_eval.play(lambda: CountIllegal(gym.make(env_id)),
+                                      lambda _envs, observations, _indices: [choose(o) for o in observations], seeds,
+                                      cap)
+    assert len({total for total, _ in one_by_one}) > 1, one_by_one  # the episodes differ
+    if env_id == "Taxi-v4":
+        assert list(zip(returns, illegal, strict=True)) == one_by_one and any(illegal), illegal
+    else:
+        assert returns == [total for total, _ in one_by_one] and illegal is None
+        assert min(returns) < cap, returns  # some episodes end before others
