@@ -93,3 +93,19 @@ class ForkedRole:
     def kill(self) -> None:
         """SIGKILL."""
         self.send_signal(signal.SIGKILL)
+
+
+def role_error_line(log_path: str) -> str:
+    """": <message>" of the last "dqn-service <role>: error: <message>" line in a role's log, or "".
+
+    A role that refuses its input (exit 2) says why in its own log; the run's console repeats it, so a user need not
+    open the log to learn which setting to fix.
+    """
+    try:
+        with open(log_path, "rb") as handle:
+            handle.seek(max(0, os.path.getsize(log_path) - 65536))
+            lines = handle.read().decode("utf-8", "replace").splitlines()
+    except OSError:
+        return ""
+    errors = [line for line in lines if line.startswith("dqn-service ") and ": error: " in line]
+    return f": {errors[-1].split(': error: ', 1)[1]}" if errors else ""

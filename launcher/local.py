@@ -31,7 +31,7 @@ from dqn.settings.config import LocalConfig, actor_dir, role_dir
 from evaluator.best import reaches_target
 from evaluator.random_baseline import format_return, kept_below_random_play, read_random_play
 from launcher.eval_records import EvalRecords
-from launcher.forked import ForkedRole
+from launcher.forked import ForkedRole, role_error_line
 from launcher.network import exposure_warning, isolation_refusal, network_namespace
 from launcher.verdict_line import read_verdict, short_verdict
 from replay_server.checkpoint_dir import check_checkpoint_dir
@@ -52,6 +52,7 @@ FINAL_EVALUATION_WAIT_S = 300.0
 
 
 @dataclasses.dataclass
+
 class Child:
     """One role process and where its log goes."""
 
@@ -143,9 +144,10 @@ class Topology:
                 continue
             recent = [t for t in child.restarts if now - t < config.role_restart_window_s]
             if code == BAD_INPUT_EXIT or len(recent) >= config.max_role_restarts:
+                refusal = role_error_line(child.log_path) if code == BAD_INPUT_EXIT else ""
                 if not config.max_role_restarts:
-                    return f"crashed: {child.name} exited {code} (log {child.log_path})"
-                why = ("bad input: a restart would fail the same way" if code == BAD_INPUT_EXIT else
+                    return f"crashed: {child.name} exited {code}{refusal} (log {child.log_path})"
+                why = (f"bad input: a restart would fail the same way{refusal}" if code == BAD_INPUT_EXIT else
                        f"crash loop: {len(recent)} restart(s) within {config.role_restart_window_s:.0f} s, "
                        f"max_role_restarts {config.max_role_restarts}")
                 return f"crashed: {child.name} exited {code} ({why}; log {child.log_path})"

@@ -23,6 +23,7 @@ import tensorflow as tf
 from tf_agents.utils import common
 
 from dqn.process.runtime import free_space
+from learner.checkpoint_layout import check_layout, record_settings
 from learner.write_guard import WRITE_ERRORS
 
 log = logging.getLogger("learner")
@@ -75,14 +76,31 @@ def set_aside_checkpoint_files(prefix: str) -> list[str]:
 
 
 class LearnerCheckpoints:
-    """Restores the newest readable checkpoint into `objects` on construction; `save(step)` never raises."""
+    """Restores the newest readable checkpoint into `objects` on construction; `save(step)` never raises.
 
-    def __init__(self, directory: str, max_to_keep: int = 3, **objects: Any):
+    With `settings` (the learner's config), a checkpoint written by a Q-network of another layout is refused
+    before anything is restored (learner/checkpoint_layout.py), and the settings are kept beside the checkpoints.
+    """
+
+    def __init__(self, directory: str, max_to_keep: int = 3, settings: Any = None, **objects: Any):
         self.directory = directory
         os.makedirs(directory, exist_ok=True)
         self._set_aside_unreadable()
+        if settings is not None:
+            self._check_layout(objects, settings)
         self._checkpointer = common.Checkpointer(ckpt_dir=directory, max_to_keep=max_to_keep, **objects)
         self._checkpointer.initialize_or_restore()
+
+    def _check_layout(self, objects: dict[str, Any], settings: Any) -> None:
+        """Refuses a checkpoint of another network layout; a full disk skips the check rather than stop the start."""
+        try:
+            check_layout(self.directory, objects, settings)
+            record_settings(self.directory, settings)
+        except WRITE_ERRORS as error:
+            log.warning("could not compare the checkpoint's network layout with this start's or record its settings "
+                        "(%s: %s; %s free in %s): restoring without the check", type(error).__name__,
+                        str(error).strip().splitlines()[0] if str(error).strip() else "", free_space(self.directory),
+                        self.directory)
 
     def _set_aside_unreadable(self) -> None:
         """Moves unreadable checkpoints aside, newest first, until one reads back; the state file then names it."""

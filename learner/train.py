@@ -100,7 +100,8 @@ class Learner:
         self.exploration_start = tf.Variable(0, dtype=tf.int64, trainable=False, name="exploration_start")
         self.reset_request_step = tf.Variable(-1, dtype=tf.int64, trainable=False, name="reset_request_step")
         self.checkpoints = LearnerCheckpoints(os.path.join(self.directory, "checkpoints"), max_to_keep=3,
-                                              agent=self.bundle.agent, train_step=self.bundle.train_step,
+                                              settings=config, agent=self.bundle.agent,
+                                              train_step=self.bundle.train_step,
                                               exploration_start=self.exploration_start,
                                               reset_request_step=self.reset_request_step)
         self._heal_applied_request()

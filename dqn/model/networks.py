@@ -106,6 +106,12 @@ class MixedPrecisionQNetwork(q_network.QNetwork):
             bias_initializer=bf16.bias_initializer, dtype=tf.float32)
 
 
+#: The settings `make_q_network` builds from, beside the specs (compute_dtype leaves the variables as they are): a
+#: learner checkpoint restores only into a network made from the same values (learner/checkpoint_layout.py).
+NETWORK_SETTINGS = ("conv_layer_params", "fc_layer_params", "layer_norm", "lstm_size", "image_encoding",
+                    "observation_scaling")
+
+
 def make_q_network(config: CommonConfig, observation_spec, action_spec):
     """QNetwork (MLP or conv; bfloat16 or layer_norm: its subclasses), or QRnnNetwork with lstm_size.
 

@@ -21,6 +21,12 @@ def test_F13_truncated_latest_checkpoint_is_quarantined_and_the_learner_resumes_
     system.wait_training(450)  # checkpoints every 200 steps: at least two exist
     assert learner.terminate() == 0
     checkpoints = system.root / "learner" / "checkpoints"
+    written = {path: os.path.getmtime(path) for path in glob.glob(str(checkpoints / "*"))}
+    other_layout = system.start_learner("--layer-norm", "true")  # a network the checkpoints do not fit
+    assert other_layout.wait(120) == 2
+    assert "--layer-norm / DQN_LAYER_NORM: the learner checkpoint" in other_layout.log()
+    assert "layer_norm (then False, now True)" in other_layout.log()
+    assert {path: os.path.getmtime(path) for path in glob.glob(str(checkpoints / "*"))} == written  # left as it was
     numbers = sorted(int(re.search(r"ckpt-(\d+)\.index", p).group(1)) for p in glob.glob(str(checkpoints / "*.index")))
     latest, previous = numbers[-1], numbers[-2]
     (data,) = glob.glob(str(checkpoints / f"ckpt-{latest}.data-*"))

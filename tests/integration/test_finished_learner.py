@@ -48,14 +48,23 @@ def test_a_finished_learner_stays_up_idle_serving_and_says_done(system_factory):
 
 
 def test_local_ends_its_run_when_the_learner_is_done(tmp_path):
-    result = subprocess.run(
-        [sys.executable, "-m", "launcher", "local", "--root-dir", str(tmp_path / "run"), *FAST, *LEARNER_FAST,
-         "--num-envs", "4", "--num-actors", "1", "--max-train-steps", "300", "--eval-interval", "100",
-         "--eval-episodes", "2", "--eval-confirm-episodes", "0", "--target-return", "1e9", "--max-wall-time-s",
-         "400"], capture_output=True, text=True, cwd=REPO, timeout=600)
+    command = [sys.executable, "-m", "launcher", "local", "--root-dir", str(tmp_path / "run"), *FAST, *LEARNER_FAST,
+               "--num-envs", "4", "--num-actors", "1", "--max-train-steps", "300", "--eval-interval", "100",
+               "--eval-episodes", "2", "--eval-confirm-episodes", "0", "--target-return", "1e9", "--max-wall-time-s",
+               "400"]
+    result = subprocess.run(command, capture_output=True, text=True, cwd=REPO, timeout=600)
     output = result.stdout + result.stderr
     assert result.returncode == 0, output
     assert "max_train_steps reached at" in output, output
     assert "exit codes: replay-server=0, learner=0, actor-0=0, evaluator=0" in output, output
     learner_log = (tmp_path / "run" / "logs" / "learner.log").read_text()
     assert "staying up idle until stopped" in learner_log and "stopping (SIGTERM)" in learner_log
+
+    # The same run dir started with a network its checkpoint does not fit: the run ends, and its console names the
+    # setting from the learner's refusal.
+    other = subprocess.run([*command, "--layer-norm", "true"], capture_output=True, text=True, cwd=REPO, timeout=300)
+    output = other.stdout + other.stderr
+    assert other.returncode == 1, output
+    assert ("crashed: learner exited 2 (bad input: a restart would fail the same way: --layer-norm / DQN_LAYER_NORM: "
+            "the learner checkpoint") in output, output
+    assert "layer_norm (then False, now True)" in output, output

@@ -1,0 +1,96 @@
+"""A learner checkpoint is restored only into a Q-network of the layout that wrote it.
+
+TF restores a checkpoint into whatever objects it is given, and the learner must accept a partial match (the
+optimizer makes its slots at the first update). So a network whose layers changed between starts (`--layer-norm`
+adds two variables per hidden layer; a longer `--fc-layer-params` adds a layer) would resume partly fresh without
+a word, and a reshaped layer would fail deep inside TensorFlow. Before restoring, the learner compares the
+checkpoint's Q-network variables (names and shapes) with those of the network it built; on a difference it stops
+with an error naming the settings that changed, from the settings file kept beside the checkpoints.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import tempfile
+from typing import Any
+
+import tensorflow as tf
+
+from dqn.envs.making import EnvOptions
+from dqn.model.networks import NETWORK_SETTINGS
+from dqn.settings.loading import ConfigError, read_config_file, to_dict, write_config
+
+#: Beside the checkpoints: the settings of the start that last wrote there (read only to name a difference).
+SETTINGS_FILE = "settings.json"
+#: The checkpoint keys of the online and target Q-networks (TF-Agents' attribute names under `agent`).
+NETWORK_KEYS = ("agent/_q_network/", "agent/_target_q_network/")
+#: What the layout follows: the network's own settings and how the env is made (its observation and action specs).
+LAYOUT_SETTINGS = ("env_id", *NETWORK_SETTINGS, *(field.name for field in dataclasses.fields(EnvOptions)))
+
+
+def network_shapes(prefix: str) -> dict[str, tuple[int, ...]]:
+    """The Q-networks' variables in the checkpoint at `prefix`: key -> shape (optimizer slots left out)."""
+    return {name: tuple(shape) for name, shape in tf.train.list_variables(prefix)
+            if name.startswith(NETWORK_KEYS) and ".OPTIMIZER_SLOT" not in name}
+
+
+def built_shapes(objects: dict[str, Any], scratch_dir: str) -> dict[str, tuple[int, ...]]:
+    """The same for `objects` as built now: written once to a scratch directory and read back (public API only)."""
+    directory = tempfile.mkdtemp(prefix=".layout-", dir=scratch_dir)
+    try:
+        return network_shapes(tf.train.Checkpoint(**objects).write(os.path.join(directory, "now")))
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def layout_difference(saved: dict[str, tuple[int, ...]], built: dict[str, tuple[int, ...]]) -> str | None:
+    """How the built network's variables differ from the saved ones, in a few words; None where they match."""
+    only_built = sorted(built.keys() - saved.keys())
+    only_saved = sorted(saved.keys() - built.keys())
+    reshaped = sorted(key for key in built.keys() & saved.keys() if built[key] != saved[key])
+
+    def named(keys: list[str]) -> str:
+        shown = ", ".join(key.split("/.ATTRIBUTES")[0] for key in keys[:3])
+        return shown + (f" and {len(keys) - 3} more" if len(keys) > 3 else "")
+
+    parts = [f"{len(keys)} {what} ({named(keys)})" for keys, what in (
+        (only_built, "variable(s) it lacks"), (only_saved, "variable(s) this network has no place for"))
+        if keys]
+    parts += [f"{key.split('/.ATTRIBUTES')[0]} is {list(saved[key])} there, {list(built[key])} here"
+              for key in reshaped[:3]]
+    return "; ".join(parts) or None
+
+
+def changed_settings(recorded: dict[str, Any], config: Any) -> list[str]:
+    """The layout settings whose recorded values differ from `config`'s, as "name (then X, now Y)"."""
+    now = to_dict(config)
+    return [f"{name} (then {recorded[name]!r}, now {now[name]!r})" for name in LAYOUT_SETTINGS
+            if name in recorded and name in now and recorded[name] != now[name]]
+
+
+def check_layout(directory: str, objects: dict[str, Any], config: Any) -> None:
+    """ConfigError if the newest checkpoint in `directory` was written by a network of another layout.
+
+    Nothing is restored or changed on the error: the checkpoints stay as they are for a start with their settings.
+    """
+    latest = tf.train.latest_checkpoint(directory)
+    if latest is None:
+        return
+    difference = layout_difference(network_shapes(latest), built_shapes(objects, directory))
+    if difference is None:
+        return
+    settings_path = os.path.join(directory, SETTINGS_FILE)
+    changed = changed_settings(read_config_file(settings_path), config) if os.path.exists(settings_path) else []
+    why = (f"settings that shape it differ from the start that wrote it: {', '.join(changed)}" if changed else
+           "no recorded setting that shapes it differs, so the env's observations or actions must have changed")
+    raise ConfigError(changed[0].split(" ")[0] if changed else "root_dir",
+                      f"the learner checkpoint {latest} was written by a Q-network of another layout than this start "
+                      f"builds: {difference}. The {why}. To resume that run, start it with the settings it was "
+                      "written with; to train this network, give a new --root-dir (the checkpoint is left as it is)")
+
+
+def record_settings(directory: str, config: Any) -> None:
+    """Writes this start's settings beside the checkpoints, once its network is known to fit them."""
+    write_config(config, os.path.join(directory, SETTINGS_FILE))
