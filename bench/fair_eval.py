@@ -19,10 +19,11 @@ baseline that says "below random play". The `ours-kept` side replays the policy 
 `ours` builds the Q-network from the run's recorded `<ROOT>/config.json` with the product code (`resolved_builder`,
 the evaluator's greedy-policy network, the run's `ValidActions`: greedy among the actions its mask allows, where the
 run reads one) and makes the env as the run's evaluator does (its evaluation options and wrappers); `sb3` loads each
-`q_net` state into SB3's own DQN policy (over `FlatActions` for the flat side) and acts with
-`predict(deterministic=True)`; `maskable-ppo` loads each policy state into MaskablePPO and acts with
-`predict(deterministic=True, action_masks=...)` given the env's current mask. Only numpy and gymnasium are imported
-at the top, so the same file runs under the service's virtualenv and the peer's.
+`q_net` state into SB3's own DQN policy (the recipe's network and observation wrapper; over `FlatActions` for the
+flat side) and acts with `predict(deterministic=True)`, on observations scaled by the mark's running statistics
+where the recipe normalizes them (bench/peers/published.py); `maskable-ppo` loads each policy state into
+MaskablePPO and acts with `predict(deterministic=True, action_masks=...)` given the env's current mask. Only numpy
+and gymnasium are imported at the top, so the same file runs under the service's virtualenv and the peer's.
 
 Illegal actions: every side plays through bench/action_kinds.py's `CountIllegal`, beneath its own wrappers, which
 counts the actions the env's own mask forbade (Taxi allows them; Connect Four ends the game on one). Each row holds
@@ -155,17 +156,20 @@ def ours_policy(run_dir: str):
 def sb3_policy(env_id: str, snapshots: str):
     """(make_env, load(mark) -> act) for an SB3 run: its recipe's network and env, each snapshot's weights, greedy.
 
-    DQN (flat or not): the q_net state; MaskablePPO: the policy's state, predicting among the env's valid actions.
+    DQN (flat or not): the q_net state, acting on observations scaled by the mark's running statistics where the
+    recipe normalizes them; MaskablePPO: the policy's state, predicting among the env's valid actions.
     """
     import torch
 
     from bench.action_kinds import legal_actions, peer_env
+    from bench.peers.published import normalized, sb3_arguments, wrap_env
 
     torch.set_num_threads(1)
     with open(os.path.join(snapshots, "recipe.json"), encoding="utf-8") as handle:
         recipe = json.load(handle)
     algo = recipe.get("algo", "dqn")
-    env = peer_env(env_id, algo)
+    env = wrap_env(peer_env(env_id, algo), recipe)
+    statistics: dict = {}  # the loaded mark's running observation statistics, where the recipe normalizes
     if algo == "maskable-ppo":
         from sb3_contrib import MaskablePPO
 
@@ -174,7 +178,8 @@ def sb3_policy(env_id: str, snapshots: str):
     else:
         from stable_baselines3 import DQN
 
-        model = DQN(recipe["policy"], env, policy_kwargs=recipe.get("policy_kwargs"), buffer_size=1, device="cpu")
+        network = sb3_arguments(recipe)
+        model = DQN(network["policy"], env, policy_kwargs=network.get("policy_kwargs"), buffer_size=1, device="cpu")
         module = model.q_net
 
     def act(envs, observations: list, indices):
@@ -182,15 +187,20 @@ def sb3_policy(env_id: str, snapshots: str):
         if algo == "maskable-ppo":
             masks = np.stack([legal_actions(envs[index]) for index in indices])
             return [int(a) for a in model.predict(observation, deterministic=True, action_masks=masks)[0]]
+        if statistics:
+            observation = normalized(observation, statistics["mean"], statistics["var"])
         return [int(a) for a in model.predict(observation, deterministic=True)[0]]
 
     def load(record: dict, directory: str):
         module.load_state_dict(torch.load(os.path.join(directory, record["file"]), weights_only=True))
+        if record.get("observation_statistics"):
+            with np.load(os.path.join(directory, record["observation_statistics"])) as saved:
+                statistics.update(mean=saved["mean"], var=saved["var"])
         if algo != "maskable-ppo":
             model.q_net_target.load_state_dict(model.q_net.state_dict())
         return act
 
-    return lambda: peer_env(env_id, algo), load
+    return lambda: wrap_env(peer_env(env_id, algo), recipe), load
 
 
 def kept_policy_returns(run_dir: str, seeds: list[int]) -> tuple[list[float] | None, int | None]:

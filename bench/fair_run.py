@@ -5,14 +5,13 @@ Sides (bench/fair_sides.py): `ours` is `dqn-service local --env-id E --seed S --
 of valid actions found without flags); `ours-unmasked` adds `--action-mask none`; `ours-plain` holds every auto
 learning rule at its plain pick; `ours-candidate` adds the sitting's `--candidate-flags` (a proposed default). The
 peers run under the peer virtualenv (its versions: bench/peers/requirements.txt; bench/peers/sb3_snapshots.py says
-where each one's settings come from):
-`sb3` is SB3 DQN with the rl-baselines3-zoo recipe; `sb3-scaled` is that recipe with n_timesteps set to the env
-steps `sb3` reached in this sitting for the same env and seed (so `sb3` runs first for a seed); `maskable-ppo` is
-sb3-contrib's MaskablePPO with its library defaults; `sb3-dqn-flat` is SB3 DQN on a MultiDiscrete env's combinations
-as one Discrete space. Each env gets the sides of its kind unless --sides names them: a masked env (Taxi-v4, Connect
-Four) ours, ours-unmasked and maskable-ppo; a multi-discrete one ours and sb3-dqn-flat; any other ours, sb3 and
-sb3-scaled. Per seed `ours` runs first, second, ... and last in turn; there is never more than one training at a
-time.
+where each one's settings come from): `sb3` is SB3 DQN with the rl-baselines3-zoo or published recipe;
+`sb3-scaled` is that recipe with n_timesteps set to the env steps `sb3` reached in this sitting for the same env
+and seed (so `sb3` runs first for a seed); `maskable-ppo` is sb3-contrib's MaskablePPO with its library defaults;
+`sb3-dqn-flat` is SB3 DQN on a MultiDiscrete env's combinations as one Discrete space. Each env gets the sides of
+its kind unless --sides names them: a masked env (Taxi-v4, Connect Four) ours, ours-unmasked and maskable-ppo; a
+multi-discrete one ours and sb3-dqn-flat; any other ours, sb3 and sb3-scaled. Per seed `ours` runs first,
+second, ... and last in turn; there is never more than one training at a time.
 
 Every clock starts at Popen (start-up and imports count). Marks are every budget/10 s. A peer's process saves its
 policy at each mark itself; for a service run this process reads the latest weights the learner published to the
@@ -36,7 +35,7 @@ The action kinds (bench/action_kinds.py; the service's virtualenv needs the box2
         bench.action_kinds:MultiDiscreteLunarLander-v3 --seeds 1 2 3 4 5 \
         --peer-python /work/peers-venv/bin/python --out bench/results/DATE-fair-actions
 
-Where rl-baselines3-zoo has no DQN recipe for an env (the held-out families), the peer gets a sweep of at most 4
+Where no DQN recipe is published for an env (the held-out families), the peer gets a sweep of at most 4
 settings instead (bench/peers/sb3_snapshots.py's NO_RECIPE_SWEEP): a sitting of `--sides sb3 sb3-scaled
 --peer-recipe R` per setting R on seeds 1 and 2; the setting with the best median final score of either side is
 the peer's `--peer-recipe` in the env's headline sitting with ours. Each setting's sitting gets an --out of its own

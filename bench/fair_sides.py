@@ -4,8 +4,8 @@
   `--action-mask none` (the mask left unread: an illegal action does whatever the env does with it).
 - `ours-candidate`: the defaults plus the sitting's `--candidate-flags` (a proposed default, judged against `ours`
   in the same sitting; the flags are recorded in the sitting's row).
-- `sb3`, `sb3-scaled`: SB3 DQN with rl-baselines3-zoo's recipe for the env (bench/peers/sb3_snapshots.py), the
-  second with the recipe's schedule scaled to the env steps `sb3` reached.
+- `sb3`, `sb3-scaled`: SB3 DQN with rl-baselines3-zoo's or the published recipe for the env
+  (bench/peers/sb3_snapshots.py), the second with the recipe's schedule scaled to the env steps `sb3` reached.
 - `maskable-ppo`: sb3-contrib's MaskablePPO with its library defaults, the mask through `ActionMasker`.
 - `sb3-dqn-flat`: SB3 DQN over a MultiDiscrete env's combinations as one Discrete space (bench/action_kinds.py's
   `FlatActions`), with the zoo's DQN recipe for the env it discretises.
@@ -17,7 +17,7 @@ sb3-dqn-flat; `plain` ours, sb3 and sb3-scaled.
 
 from __future__ import annotations
 
-from bench.peers.sb3_snapshots import NO_RECIPE_SWEEP, has_zoo_recipe
+from bench.peers.sb3_snapshots import NO_RECIPE_SWEEP, has_recipe
 
 SIDES = ("ours", "ours-unmasked", "ours-plain", "ours-candidate", "sb3", "sb3-scaled", "maskable-ppo", "sb3-dqn-flat")
 #: What each auto setting that changes how the service learns picks where its rule does not fire (the plain
@@ -93,11 +93,12 @@ def side_order(sides: list[str], position: int) -> list[str]:
 
 
 def peer_recipe_problem(sides: dict[str, list[str]], peer_recipe: str | None) -> str | None:
-    """Why a sitting's --peer-recipe does not fit its envs' sb3 sides (only envs with no zoo recipe take one)."""
+    """Why a sitting's --peer-recipe does not fit its envs' sb3 sides (only envs with no published recipe take one)."""
     dqn_peers = [env_id for env_id, own in sides.items() if {"sb3", "sb3-scaled"} & set(own)]
-    with_recipe = [env_id for env_id in dqn_peers if has_zoo_recipe(env_id)]
+    with_recipe = [env_id for env_id in dqn_peers if has_recipe(env_id)]
     if peer_recipe and (not dqn_peers or with_recipe):
-        return "--peer-recipe is for the sb3 sides on envs with no rl-baselines3-zoo recipe"
+        return "--peer-recipe is for the sb3 sides on envs with no rl-baselines3-zoo or published recipe"
     if not peer_recipe and len(with_recipe) < len(dqn_peers):
-        return f"an env without an rl-baselines3-zoo DQN recipe needs --peer-recipe (one of {NO_RECIPE_SWEEP})"
+        return (f"an env without an rl-baselines3-zoo or published DQN recipe needs --peer-recipe (one of "
+                f"{NO_RECIPE_SWEEP})")
     return None

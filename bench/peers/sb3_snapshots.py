@@ -7,7 +7,9 @@ Runs under the peer virtualenv (never the service's), started by bench/fair_run.
 
 `--algo`:
 - `dqn` (the `sb3` and `sb3-scaled` sides): SB3 DQN with rl-baselines3-zoo's `hyperparams/dqn.yml` entry for the env
-  (`ZOO`). `--scaled-timesteps N` is the `sb3-scaled` side: the same recipe with n_timesteps = N (the env steps the
+  (`ZOO`), or for a peer-suite family the published settings of bench/peers/published.py (`PUBLISHED`: its
+  authors' or the nearest published recipe, with its network, observation wrapper and the zoo's normalization).
+  `--scaled-timesteps N` is the `sb3-scaled` side: the same recipe with n_timesteps = N (the env steps the
   published recipe reached in the same budget on this box for the same seed, which bench/fair_run.py recorded), so
   epsilon's decay (exploration_fraction, already a fraction of n_timesteps) and learning_starts (kept at the
   recipe's fraction of n_timesteps) fit the run.
@@ -27,7 +29,8 @@ Runs under the peer virtualenv (never the service's), started by bench/fair_run.
 Every side trains until the budget, the DQN ones past n_timesteps at the final epsilon. Nothing is evaluated here:
 at each mark (seconds since --started-epoch, the harness's Popen) a callback saves the policy's weights (DQN's
 `q_net`, MaskablePPO's whole `policy`: `mark-XX.pt`) and appends {mark, mark_s, at_s, train_step (gradient updates),
-env_steps} to `marks.jsonl`; bench/fair_eval.py scores them later. The recipe is written to `recipe.json` first.
+env_steps, and with normalization the file of the running observation statistics at that mark} to `marks.jsonl`;
+bench/fair_eval.py scores them later. The recipe is written to `recipe.json` first.
 """
 
 from __future__ import annotations
@@ -39,6 +42,9 @@ import sys
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, REPO)  # bench.peers.published, bench.action_kinds: run as a script under the peer virtualenv
+
+from bench.peers.published import PUBLISHED, sb3_arguments, wrap_env  # noqa: E402
 
 #: rl-baselines3-zoo hyperparams/dqn.yml (DLR-RM/rl-baselines3-zoo at 22e3ff2, April 2026), its classic-control
 #: entries as published.
@@ -77,15 +83,15 @@ NO_RECIPE_SWEEP = ("CartPole-v1", "MountainCar-v0", "LunarLander-v3", "sb3-defau
 MASKABLE_PPO = dict(n_timesteps=1_000_000, policy="MlpPolicy")
 
 
-def has_zoo_recipe(env_id: str) -> bool:
-    """Whether rl-baselines3-zoo publishes a DQN recipe for the env (`module:EnvId` named by its EnvId)."""
-    return env_id.rpartition(":")[2] in ZOO
+def has_recipe(env_id: str) -> bool:
+    """Whether a DQN recipe is published for the env: the zoo's (by EnvId) or a peer-suite family's (`PUBLISHED`)."""
+    return env_id.rpartition(":")[2] in ZOO or env_id in PUBLISHED
 
 
 def recipe(env_id: str, scaled_timesteps: int | None = None, algo: str = "dqn", recipe_of: str | None = None) -> dict:
-    """The side's settings: the zoo's DQN entry for the env (or the env it discretises), MaskablePPO's defaults.
+    """The side's settings: the env's zoo or `PUBLISHED` DQN recipe (or its discretised env's), or MaskablePPO's.
 
-    `recipe_of` (one of NO_RECIPE_SWEEP) lends an env that has no zoo entry the settings of one that has, or SB3's
+    `recipe_of` (one of NO_RECIPE_SWEEP) lends an env that has no recipe the settings of one that has, or SB3's
     defaults. With `scaled_timesteps`, the DQN schedule is scaled to them (learning_starts at the same fraction).
     """
     if algo == "maskable-ppo":
@@ -96,14 +102,18 @@ def recipe(env_id: str, scaled_timesteps: int | None = None, algo: str = "dqn", 
 
         name = UNDERLYING.get(name, name)
     if recipe_of is not None:
-        if name in ZOO or recipe_of not in NO_RECIPE_SWEEP:
+        if has_recipe(env_id) or recipe_of not in NO_RECIPE_SWEEP:
             raise SystemExit(f"sb3_snapshots: --recipe-of is for an env with no zoo recipe ({sorted(ZOO)} have one) "
-                             f"and takes one of {NO_RECIPE_SWEEP}; got {recipe_of} for {env_id}")
+                             f"or published one ({sorted(PUBLISHED)}) and takes one of {NO_RECIPE_SWEEP}; got "
+                             f"{recipe_of} for {env_id}")
         name = recipe_of
+    elif env_id in PUBLISHED:
+        name = env_id
     elif name not in ZOO:
-        raise SystemExit(f"sb3_snapshots: no rl-baselines3-zoo DQN recipe here for {env_id} (known: {sorted(ZOO)}); "
+        raise SystemExit(f"sb3_snapshots: no rl-baselines3-zoo or published DQN recipe here for {env_id} (known: "
+                         f"{sorted(ZOO)}, {sorted(PUBLISHED)}); "
                          f"give --recipe-of with one of {NO_RECIPE_SWEEP} (the documented sweep)")
-    params = dict(SB3_DEFAULTS if name == "sb3-defaults" else ZOO[name])
+    params = dict(SB3_DEFAULTS if name == "sb3-defaults" else PUBLISHED[name] if name in PUBLISHED else ZOO[name])
     if scaled_timesteps:
         params["learning_starts"] = round(params["learning_starts"] * scaled_timesteps / params["n_timesteps"])
         params["n_timesteps"] = int(scaled_timesteps)
@@ -114,7 +124,7 @@ def make_model(algo: str, env_id: str, seed: int, params: dict):
     """(model, the module of it whose weights are saved) for `algo` on its env (bench/action_kinds.py's `peer_env`)."""
     from bench.action_kinds import legal_actions, peer_env
 
-    env = peer_env(env_id, algo)
+    env = wrap_env(peer_env(env_id, algo), params)
     if algo == "maskable-ppo":
         from sb3_contrib import MaskablePPO
         from sb3_contrib.common.wrappers import ActionMasker
@@ -124,7 +134,11 @@ def make_model(algo: str, env_id: str, seed: int, params: dict):
         return model, model.policy
     from stable_baselines3 import DQN
 
-    model = DQN(params.pop("policy"), env, seed=seed, verbose=0, device="cpu", **params)
+    if params.get("normalize"):  # as the zoo's `normalize: true` (its gamma the recipe's)
+        from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
+
+        env = VecNormalize(DummyVecEnv([lambda: env]), gamma=params["gamma"])
+    model = DQN(env=env, seed=seed, verbose=0, device="cpu", **sb3_arguments(params))
     return model, model.q_net
 
 
@@ -139,10 +153,10 @@ def main() -> None:
     parser.add_argument("--marks", type=float, nargs="+", required=True, help="seconds since launch")
     parser.add_argument("--snapshots", required=True)
     parser.add_argument("--scaled-timesteps", type=int, default=None)
-    parser.add_argument("--recipe-of", default=None, help=f"for an env with no zoo recipe: one of {NO_RECIPE_SWEEP}")
+    parser.add_argument("--recipe-of", default=None, help=f"for an env with no recipe: one of {NO_RECIPE_SWEEP}")
     args = parser.parse_args()
-    sys.path.insert(0, REPO)  # bench.action_kinds: its envs and wrappers
 
+    import numpy as np
     import torch
     from stable_baselines3.common.callbacks import BaseCallback
 
@@ -168,10 +182,15 @@ def main() -> None:
             name = f"mark-{index:02d}.pt"
             torch.save(saved.state_dict(), os.path.join(args.snapshots, name))
             exploration = getattr(self.model, "exploration_rate", None)
+            scaling = self.model.get_vec_normalize_env()
+            statistics = None
+            if scaling is not None:  # the running observation statistics the policy acts on at this mark
+                statistics = f"mark-{index:02d}-obs.npz"
+                np.savez(os.path.join(args.snapshots, statistics), mean=scaling.obs_rms.mean, var=scaling.obs_rms.var)
             log.write(json.dumps({"mark": index, "mark_s": marks[index], "at_s": round(now - args.started_epoch, 2),
                                   "train_step": self.model._n_updates, "env_steps": self.num_timesteps,
                                   "exploration_rate": None if exploration is None else round(exploration, 4),
-                                  "file": name}) + "\n")
+                                  "file": name, "observation_statistics": statistics}) + "\n")
             log.flush()
 
         def _on_step(self) -> bool:

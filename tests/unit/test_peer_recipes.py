@@ -1,10 +1,11 @@
-"""The SB3 peer's settings: the zoo's recipe where it has one, else one named setting of a sweep of at most 4."""
+"""The SB3 peer's settings: the zoo's or the published recipe where there is one, else one setting of a sweep of 4."""
 
 from __future__ import annotations
 
 import pytest
 
-from bench.peers.sb3_snapshots import NO_RECIPE_SWEEP, SB3_DEFAULTS, ZOO, recipe
+from bench.peers.published import PUBLISHED, RECIPE_ONLY, sb3_arguments
+from bench.peers.sb3_snapshots import NO_RECIPE_SWEEP, SB3_DEFAULTS, ZOO, has_recipe, recipe
 
 HELD_OUT = "gym_anytrading:stocks-v0"  # no rl-baselines3-zoo DQN entry
 
@@ -39,7 +40,8 @@ def test_the_harness_refuses_a_lent_recipe_for_an_env_with_its_own_before_any_ro
         fair_run.main(["--envs", "CartPole-v1", "--sides", "sb3", "--peer-recipe", "sb3-defaults", "--peer-python",
                        "python", "--out", str(tmp_path)])
     assert stop.value.code == 2
-    assert "--peer-recipe is for the sb3 sides on envs with no rl-baselines3-zoo recipe" in capsys.readouterr().err
+    assert ("--peer-recipe is for the sb3 sides on envs with no rl-baselines3-zoo or published recipe"
+            in capsys.readouterr().err)
     assert not list(tmp_path.iterdir())
 
 
@@ -50,3 +52,20 @@ def test_a_sitting_is_refused_where_an_sb3_side_has_no_recipe_or_a_lent_recipe_h
     assert "is for the sb3 sides" in peer_recipe_problem({HELD_OUT: ["ours", "ours-candidate"]}, "sb3-defaults")
     assert peer_recipe_problem({HELD_OUT: ["ours", "sb3"]}, "sb3-defaults") is None
     assert peer_recipe_problem({"CartPole-v1": ["ours", "sb3"], HELD_OUT: ["ours"]}, None) is None
+
+
+def test_a_peer_suite_family_gets_its_published_recipe_scaled_like_the_zoos():
+    minigrid, minatar = "bench.peer_envs:MiniGrid/DoorKey-5x5-v0", "bench.peer_envs:MinAtar/Breakout-v1"
+    assert has_recipe(minigrid) and has_recipe(minatar) and not has_recipe(HELD_OUT)
+    assert recipe(minigrid) == PUBLISHED[minigrid] and recipe(minigrid)["normalize"] is True
+    scaled = recipe(minatar, 50_000)
+    assert scaled["n_timesteps"] == 50_000 and scaled["learning_starts"] == 50  # 5,000 of 5M: the same fraction
+    assert scaled["exploration_fraction"] == PUBLISHED[minatar]["exploration_fraction"]
+    with pytest.raises(SystemExit, match="for an env with no zoo recipe"):
+        recipe(minigrid, recipe_of="sb3-defaults")  # it has a recipe of its own
+
+
+def test_a_recipe_reaches_sb3_without_its_own_keys():
+    arguments = sb3_arguments(PUBLISHED["bench.peer_envs:MiniGrid/DoorKey-5x5-v0"])
+    assert not set(RECIPE_ONLY) & set(arguments)
+    assert arguments["policy"] == "MlpPolicy" and arguments["learning_rate"] == 6.3e-4
