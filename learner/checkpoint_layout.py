@@ -10,7 +10,6 @@ with an error naming the settings that changed, from the settings file kept besi
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import shutil
 import tempfile
@@ -18,16 +17,13 @@ from typing import Any
 
 import tensorflow as tf
 
-from dqn.envs.making import EnvOptions
-from dqn.model.networks import NETWORK_SETTINGS
+from dqn.model.networks import layout_changes
 from dqn.settings.loading import ConfigError, read_config_file, to_dict, write_config
 
 #: Beside the checkpoints: the settings of the start that last wrote there (read only to name a difference).
 SETTINGS_FILE = "settings.json"
 #: The checkpoint keys of the online and target Q-networks (TF-Agents' attribute names under `agent`).
 NETWORK_KEYS = ("agent/_q_network/", "agent/_target_q_network/")
-#: What the layout follows: the network's own settings and how the env is made (its observation and action specs).
-LAYOUT_SETTINGS = ("env_id", *NETWORK_SETTINGS, *(field.name for field in dataclasses.fields(EnvOptions)))
 
 
 def network_shapes(prefix: str) -> dict[str, tuple[int, ...]]:
@@ -63,13 +59,6 @@ def layout_difference(saved: dict[str, tuple[int, ...]], built: dict[str, tuple[
     return "; ".join(parts) or None
 
 
-def changed_settings(recorded: dict[str, Any], config: Any) -> list[str]:
-    """The layout settings whose recorded values differ from `config`'s, as "name (then X, now Y)"."""
-    now = to_dict(config)
-    return [f"{name} (then {recorded[name]!r}, now {now[name]!r})" for name in LAYOUT_SETTINGS
-            if name in recorded and name in now and recorded[name] != now[name]]
-
-
 def check_layout(directory: str, objects: dict[str, Any], config: Any) -> None:
     """ConfigError if the newest checkpoint in `directory` was written by a network of another layout.
 
@@ -82,7 +71,8 @@ def check_layout(directory: str, objects: dict[str, Any], config: Any) -> None:
     if difference is None:
         return
     settings_path = os.path.join(directory, SETTINGS_FILE)
-    changed = changed_settings(read_config_file(settings_path), config) if os.path.exists(settings_path) else []
+    recorded = read_config_file(settings_path) if os.path.exists(settings_path) else {}
+    changed = layout_changes(recorded, to_dict(config))
     why = (f"settings that shape it differ from the start that wrote it: {', '.join(changed)}" if changed else
            "no recorded setting that shapes it differs, so the env's observations or actions must have changed")
     raise ConfigError(changed[0].split(" ")[0] if changed else "root_dir",

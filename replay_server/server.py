@@ -17,13 +17,14 @@ import tensorflow as tf
 
 from dqn.builder import DqnBuilder
 from dqn.errors import BadInput, ServiceError
+from dqn.model.networks import layout_changes
 from dqn.process.cgroup import memory_limit
 from dqn.process.health import start_health
 from dqn.process.progress import write_progress
 from dqn.process.runtime import StopSignal, ensure_port_free, exit_if_teardown_hangs, free_space, release_free_heap
 from dqn.process.summaries import GraphScalars
 from dqn.remote.replay_client import server_info, wait_for_server
-from dqn.remote.run_settings import publish_run_settings
+from dqn.remote.run_settings import fetch_run_settings, publish_run_settings
 from dqn.replay_layout.items import REPLAY_TABLE, REPORT_TABLES, VARIABLES_TABLE
 from dqn.resolve import resolve_run, run_env_specs
 from dqn.settings import loading as config_loading
@@ -51,6 +52,15 @@ class RestoreMismatch(BadInput):
 
 class CorruptCheckpoint(ServiceError):
     """Reverb could not load the latest checkpoint."""
+
+
+def restored_layout_changes(client: reverb.Client, config: ReplayServerConfig) -> list[str]:
+    """The layout settings in which this start differs from the run settings its checkpoint restored, if readable."""
+    try:
+        recorded = fetch_run_settings(client, config.rpc_timeout_s)
+    except Exception:  # noqa: BLE001 - only a fuller message is lost: the mismatch is refused all the same
+        return []
+    return layout_changes(recorded or {}, config_loading.to_dict(config))
 
 
 def start_reverb(config: ReplayServerConfig, builder: DqnBuilder) -> tuple[reverb.Server, list[reverb.Table]]:
@@ -242,9 +252,12 @@ def serve(config: ReplayServerConfig) -> int:
     info = server_info(client, config.rpc_timeout_s)
     mismatches = table_mismatches(tables, info)
     if mismatches:
+        changed = restored_layout_changes(client, config)
         server.stop()
         raise RestoreMismatch(
             "the restored replay checkpoint does not match the config: " + "; ".join(mismatches) +
+            (f". Settings that shape the network or the env differ from the run that wrote it: {', '.join(changed)}"
+             if changed else "") +
             f". Start with the checkpoint's settings, or move {config.resolved_checkpoint_dir()} aside "
             "to start with an empty buffer.")
     envs_per_item = builder.layout.envs_per_item

@@ -9,11 +9,13 @@ conversion comes from the env's spec alone.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 
 import tensorflow as tf
 from tf_agents.networks import q_network, q_rnn_network
 
+from dqn.envs.making import EnvOptions
 from dqn.envs.spaces import is_nested
 from dqn.model.branching import BranchingQNetwork
 from dqn.model.encoders import conv_misfit, input_kwargs, is_image
@@ -106,10 +108,18 @@ class MixedPrecisionQNetwork(q_network.QNetwork):
             bias_initializer=bf16.bias_initializer, dtype=tf.float32)
 
 
-#: The settings `make_q_network` builds from, beside the specs (compute_dtype leaves the variables as they are): a
-#: learner checkpoint restores only into a network made from the same values (learner/checkpoint_layout.py).
+#: The settings `make_q_network` builds from, beside the specs (compute_dtype leaves the variables as they are).
 NETWORK_SETTINGS = ("conv_layer_params", "fc_layer_params", "layer_norm", "lstm_size", "image_encoding",
                     "observation_scaling")
+#: What a Q-network's layout follows: its own settings, the env and how it is made (its observation and action
+#: specs). A learner checkpoint, or a replay checkpoint's weights, fits only a network made from the same values.
+LAYOUT_SETTINGS = ("env_id", *NETWORK_SETTINGS, *(field.name for field in dataclasses.fields(EnvOptions)))
+
+
+def layout_changes(recorded: dict, now: dict) -> list[str]:
+    """The layout settings whose values differ between two settings dicts (`to_dict`), as "name (then X, now Y)"."""
+    return [f"{name} (then {recorded[name]!r}, now {now[name]!r})" for name in LAYOUT_SETTINGS
+            if name in recorded and name in now and recorded[name] != now[name]]
 
 
 def make_q_network(config: CommonConfig, observation_spec, action_spec):

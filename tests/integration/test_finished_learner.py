@@ -60,11 +60,12 @@ def test_local_ends_its_run_when_the_learner_is_done(tmp_path):
     learner_log = (tmp_path / "run" / "logs" / "learner.log").read_text()
     assert "staying up idle until stopped" in learner_log and "stopping (SIGTERM)" in learner_log
 
-    # The same run dir started with a network its checkpoint does not fit: the run ends, and its console names the
-    # setting from the learner's refusal.
+    # The same run dir started with a network its checkpoints do not fit: the run ends, and its console repeats the
+    # refusal of the role that found it (the replay server, whose checkpoint holds the last weights), naming the
+    # setting.
     other = subprocess.run([*command, "--layer-norm", "true"], capture_output=True, text=True, cwd=REPO, timeout=300)
     output = other.stdout + other.stderr
     assert other.returncode == 1, output
-    assert ("crashed: learner exited 2 (bad input: a restart would fail the same way: --layer-norm / DQN_LAYER_NORM: "
-            "the learner checkpoint") in output, output
+    assert ("crashed: replay-server exited 2 (bad input: a restart would fail the same way: the restored replay "
+            "checkpoint does not match the config") in output, output
     assert "layer_norm (then False, now True)" in output, output

@@ -181,6 +181,11 @@ def test_restored_checkpoint_with_other_config_is_reported(replay_server_factory
     assert result.returncode == 2
     # 100,000 and 5,000 transitions in items of 16 (the default envs_per_item).
     assert "replay.max_size is 6250 items in the checkpoint, 313 in the config" in result.stderr
+    other_network = run_cli("replay-server", *NO_LIMITER, "--root-dir", str(tmp_path / "run"), "--port",
+                            str(server.port), "--health-port", "0", "--layer-norm", "true")
+    assert other_network.returncode == 2
+    assert "variables.signature differs" in other_network.stderr  # named with the setting that changed
+    assert "differ from the run that wrote it: layer_norm (then False, now True)" in other_network.stderr
 
 
 def test_puller_downloads_only_what_was_published_since(server):
