@@ -95,15 +95,15 @@ class ForkedRole:
         self.send_signal(signal.SIGKILL)
 
 
-def role_error_line(log_path: str) -> str:
-    """": <message>" of the last "dqn-service <role>: error: <message>" line in a role's log, or "".
+def role_error_line(log_path: str, start: int = 0) -> str:
+    """": <message>" of the last "dqn-service <role>: error: <message>" line in a role's log past `start`, or "".
 
     A role that refuses its input (exit 2) says why in its own log; the run's console repeats it, so a user need not
     open the log to learn which setting to fix.
     """
     try:
         with open(log_path, "rb") as handle:
-            handle.seek(max(0, os.path.getsize(log_path) - 65536))
+            handle.seek(max(start, os.path.getsize(log_path) - 65536))
             lines = handle.read().decode("utf-8", "replace").splitlines()
     except OSError:
         return ""

@@ -52,7 +52,6 @@ FINAL_EVALUATION_WAIT_S = 300.0
 
 
 @dataclasses.dataclass
-
 class Child:
     """One role process and where its log goes."""
 
@@ -63,6 +62,8 @@ class Child:
     argv: list[str] | None = None  # how to start it again (forked roles)
     restarts: list[float] = dataclasses.field(default_factory=list)  # monotonic times of its restarts
     restart_at: float | None = None  # when a pending restart is due
+    started_at: float = dataclasses.field(default_factory=time.time)  # epoch s: older progress is an earlier run's
+    log_start: int = 0  # where this run's lines begin in its log
 
     @property
     def pid(self) -> int:
@@ -115,7 +116,8 @@ class Topology:
         """One role, forked with the ML stack already imported (launcher/forked.py): what `dqn-service ROLE` runs."""
         argv = [role, "--config", self.config_path, "--replay-address", self.replay_address, *flags]
         log_path = self.config.path("logs", f"{name}.log")
-        child = Child(name, ForkedRole(name, argv, log_path), log_path, argv=argv)
+        log_start = os.path.getsize(log_path) if os.path.exists(log_path) else 0  # an earlier run's lines come first
+        child = Child(name, ForkedRole(name, argv, log_path), log_path, argv=argv, log_start=log_start)
         self.children.append(child)
         return child
 
@@ -144,7 +146,7 @@ class Topology:
                 continue
             recent = [t for t in child.restarts if now - t < config.role_restart_window_s]
             if code == BAD_INPUT_EXIT or len(recent) >= config.max_role_restarts:
-                refusal = role_error_line(child.log_path) if code == BAD_INPUT_EXIT else ""
+                refusal = role_error_line(child.log_path, child.log_start) if code == BAD_INPUT_EXIT else ""
                 if not config.max_role_restarts:
                     return f"crashed: {child.name} exited {code}{refusal} (log {child.log_path})"
                 why = (f"bad input: a restart would fail the same way{refusal}" if code == BAD_INPUT_EXIT else
@@ -251,14 +253,15 @@ def illegal_actions(config: LocalConfig) -> int:
 def learner_finished(config: LocalConfig, learner: Child) -> bool:
     """True once the learner reached max_train_steps: it then stays up idle and its progress file says so.
 
-    The train step is checked too, so that the progress file of an earlier, shorter run in the same run directory
-    does not end a run resumed with a larger max_train_steps. A learner that exited 0 (stopped from outside) ends
-    the run as before.
+    Only progress written since this run started counts, and its train step is checked too: the progress file of an
+    earlier run in the same run directory ends nothing before this run's learner has restored and reported. A
+    learner that exited 0 (stopped from outside) ends the run as before.
     """
     if learner.exit_code() == 0:
         return True
     progress = read_progress(config.path(role_dir("learner")))
-    return bool(progress.get("finished")) and progress.get("train_step", 0) >= config.max_train_steps
+    return (bool(progress.get("finished")) and progress.get("time", 0.0) >= learner.started_at
+            and progress.get("train_step", 0) >= config.max_train_steps)
 
 
 def final_evaluation_due(config: LocalConfig, latest: dict | None, waited_s: float) -> bool:

@@ -10,6 +10,8 @@ with an error naming the settings that changed, from the settings file kept besi
 
 from __future__ import annotations
 
+import glob
+import logging
 import os
 import shutil
 import tempfile
@@ -18,7 +20,11 @@ from typing import Any
 import tensorflow as tf
 
 from dqn.model.networks import layout_changes
+from dqn.process.runtime import free_space
+from dqn.process.write_guard import WRITE_ERRORS
 from dqn.settings.loading import ConfigError, read_config_file, to_dict, write_config
+
+log = logging.getLogger("learner")
 
 #: Beside the checkpoints: the settings of the start that last wrote there (read only to name a difference).
 SETTINGS_FILE = "settings.json"
@@ -32,13 +38,25 @@ def network_shapes(prefix: str) -> dict[str, tuple[int, ...]]:
             if name.startswith(NETWORK_KEYS) and ".OPTIMIZER_SLOT" not in name}
 
 
-def built_shapes(objects: dict[str, Any], scratch_dir: str) -> dict[str, tuple[int, ...]]:
-    """The same for `objects` as built now: written once to a scratch directory and read back (public API only)."""
-    directory = tempfile.mkdtemp(prefix=".layout-", dir=scratch_dir)
+def built_shapes(objects: dict[str, Any], scratch_dir: str) -> dict[str, tuple[int, ...]] | None:
+    """The same for `objects` as built now: written once to a scratch directory and read back (public API only).
+
+    None where it cannot be written (a full disk), with a warning: the start then goes on without the check.
+    """
+    for stale in glob.glob(os.path.join(scratch_dir, ".layout-*")):  # left by a start killed while writing
+        shutil.rmtree(stale, ignore_errors=True)
+    directory = None
     try:
+        directory = tempfile.mkdtemp(prefix=".layout-", dir=scratch_dir)
         return network_shapes(tf.train.Checkpoint(**objects).write(os.path.join(directory, "now")))
+    except WRITE_ERRORS as error:
+        log.warning("could not compare the checkpoint's network layout with this start's (%s: %s; %s free in %s): "
+                    "restoring without the check", type(error).__name__, first_line(error), free_space(scratch_dir),
+                    scratch_dir)
+        return None
     finally:
-        shutil.rmtree(directory, ignore_errors=True)
+        if directory:
+            shutil.rmtree(directory, ignore_errors=True)
 
 
 def layout_difference(saved: dict[str, tuple[int, ...]], built: dict[str, tuple[int, ...]]) -> str | None:
@@ -65,13 +83,14 @@ def check_layout(directory: str, objects: dict[str, Any], config: Any) -> None:
     Nothing is restored or changed on the error: the checkpoints stay as they are for a start with their settings.
     """
     latest = tf.train.latest_checkpoint(directory)
-    if latest is None:
-        return
-    difference = layout_difference(network_shapes(latest), built_shapes(objects, directory))
+    built = None if latest is None else built_shapes(objects, directory)
+    difference = None if built is None else layout_difference(network_shapes(latest), built)
     if difference is None:
         return
-    settings_path = os.path.join(directory, SETTINGS_FILE)
-    recorded = read_config_file(settings_path) if os.path.exists(settings_path) else {}
+    try:
+        recorded = read_config_file(os.path.join(directory, SETTINGS_FILE))
+    except ConfigError:  # none (an older version wrote the checkpoint) or unreadable: the difference alone is told
+        recorded = {}
     changed = layout_changes(recorded, to_dict(config))
     why = (f"settings that shape it differ from the start that wrote it: {', '.join(changed)}" if changed else
            "no recorded setting that shapes it differs, so the env's observations or actions must have changed")
@@ -82,5 +101,15 @@ def check_layout(directory: str, objects: dict[str, Any], config: Any) -> None:
 
 
 def record_settings(directory: str, config: Any) -> None:
-    """Writes this start's settings beside the checkpoints, once its network is known to fit them."""
-    write_config(config, os.path.join(directory, SETTINGS_FILE))
+    """Writes this start's settings beside the checkpoints once its network is known to fit (a failed write: logged)."""
+    try:
+        write_config(config, os.path.join(directory, SETTINGS_FILE))
+    except WRITE_ERRORS as error:
+        log.warning("could not record this start's settings in %s (%s: %s; %s free)", directory,
+                    type(error).__name__, first_line(error), free_space(directory))
+
+
+def first_line(error: BaseException) -> str:
+    """The first line of an error's message ("" for none)."""
+    text = str(error).strip()
+    return text.splitlines()[0] if text else ""

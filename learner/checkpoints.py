@@ -23,7 +23,7 @@ import tensorflow as tf
 from tf_agents.utils import common
 
 from dqn.process.runtime import free_space
-from learner.checkpoint_layout import check_layout, record_settings
+from learner.checkpoint_layout import check_layout, first_line, record_settings
 from learner.write_guard import WRITE_ERRORS
 
 log = logging.getLogger("learner")
@@ -87,20 +87,10 @@ class LearnerCheckpoints:
         os.makedirs(directory, exist_ok=True)
         self._set_aside_unreadable()
         if settings is not None:
-            self._check_layout(objects, settings)
+            check_layout(directory, objects, settings)
+            record_settings(directory, settings)
         self._checkpointer = common.Checkpointer(ckpt_dir=directory, max_to_keep=max_to_keep, **objects)
         self._checkpointer.initialize_or_restore()
-
-    def _check_layout(self, objects: dict[str, Any], settings: Any) -> None:
-        """Refuses a checkpoint of another network layout; a full disk skips the check rather than stop the start."""
-        try:
-            check_layout(self.directory, objects, settings)
-            record_settings(self.directory, settings)
-        except WRITE_ERRORS as error:
-            log.warning("could not compare the checkpoint's network layout with this start's or record its settings "
-                        "(%s: %s; %s free in %s): restoring without the check", type(error).__name__,
-                        str(error).strip().splitlines()[0] if str(error).strip() else "", free_space(self.directory),
-                        self.directory)
 
     def _set_aside_unreadable(self) -> None:
         """Moves unreadable checkpoints aside, newest first, until one reads back; the state file then names it."""
@@ -151,7 +141,7 @@ class LearnerCheckpoints:
             self._remove_partial(number)
             log.error("learner checkpoint at train step %d failed (%s: %s; %s free in %s); the previous one is "
                       "kept, training goes on and the next checkpoint interval tries again", number,
-                      type(error).__name__, str(error).strip().splitlines()[0] if str(error).strip() else "",
+                      type(error).__name__, first_line(error),
                       free_space(self.directory), self.directory)
             return False
 

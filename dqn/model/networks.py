@@ -108,9 +108,10 @@ class MixedPrecisionQNetwork(q_network.QNetwork):
             bias_initializer=bf16.bias_initializer, dtype=tf.float32)
 
 
-#: The settings `make_q_network` builds from, beside the specs (compute_dtype leaves the variables as they are).
+#: The settings `make_q_network` builds from, beside the specs (compute_dtype leaves the variables as they are), and
+#: `action_mask_input`, which decides whether the mask is part of the network's input (dqn/model/agent.py).
 NETWORK_SETTINGS = ("conv_layer_params", "fc_layer_params", "layer_norm", "lstm_size", "image_encoding",
-                    "observation_scaling")
+                    "observation_scaling", "action_mask_input")
 #: What a Q-network's layout follows: its own settings, the env and how it is made (its observation and action
 #: specs). A learner checkpoint, or a replay checkpoint's weights, fits only a network made from the same values.
 LAYOUT_SETTINGS = ("env_id", *NETWORK_SETTINGS, *(field.name for field in dataclasses.fields(EnvOptions)))
