@@ -179,7 +179,7 @@ class OursSnapshots:
 
 def run_ours(env_id: str, seed: int, budget_s: float, marks: list[float], snapshots: str, flags: list[str]) -> dict:
     """One `dqn-service local` run as a user runs it; its snapshots taken from the replay server."""
-    root = tempfile.mkdtemp(prefix=f"fair-ours-{env_id}-s{seed}-")
+    root = tempfile.mkdtemp(prefix=f"fair-ours-{env_id.replace('/', '-')}-s{seed}-")  # MinAtar/..., MiniGrid/...
     # The snapshot client reads the run's replay server from this host's network: the run's roles must be on it
     # too (isolation changes nothing a run learns).
     command = [sys.executable, "-m", "launcher", "local", "--env-id", env_id, "--seed", str(seed),
