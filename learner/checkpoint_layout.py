@@ -21,7 +21,7 @@ import tensorflow as tf
 
 from dqn.model.networks import layout_changes
 from dqn.process.runtime import free_space
-from dqn.process.write_guard import WRITE_ERRORS
+from dqn.process.write_guard import WRITE_ERRORS, first_line
 from dqn.settings.loading import ConfigError, read_config_file, to_dict, write_config
 
 log = logging.getLogger("learner")
@@ -107,9 +107,3 @@ def record_settings(directory: str, config: Any) -> None:
     except WRITE_ERRORS as error:
         log.warning("could not record this start's settings in %s (%s: %s; %s free)", directory,
                     type(error).__name__, first_line(error), free_space(directory))
-
-
-def first_line(error: BaseException) -> str:
-    """The first line of an error's message ("" for none)."""
-    text = str(error).strip()
-    return text.splitlines()[0] if text else ""

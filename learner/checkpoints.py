@@ -23,7 +23,8 @@ import tensorflow as tf
 from tf_agents.utils import common
 
 from dqn.process.runtime import free_space
-from learner.checkpoint_layout import check_layout, first_line, record_settings
+from dqn.process.write_guard import first_line
+from learner.checkpoint_layout import check_layout, record_settings
 from learner.write_guard import WRITE_ERRORS
 
 log = logging.getLogger("learner")

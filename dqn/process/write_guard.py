@@ -23,6 +23,12 @@ LOG_INTERVAL_S = 60.0
 T = TypeVar("T")
 
 
+def first_line(error: BaseException) -> str:
+    """The first line of an error's message ("" for none): what a one-line log of a failed write shows."""
+    text = str(error).strip()
+    return text.splitlines()[0] if text else ""
+
+
 class WriteGuard:
     """Runs writes that may fail on a full or failing disk, without raising.
 
@@ -42,7 +48,6 @@ class WriteGuard:
         except WRITE_ERRORS as error:
             self.failures[what] = self.failures.get(what, 0) + 1
             if self._throttles.setdefault(what, LogThrottle(LOG_INTERVAL_S)).ready():
-                first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""
                 self._log.error("%s failed (%s: %s; %d failure(s) so far); the work goes on and retries at the "
-                                "next interval", what, type(error).__name__, first_line, self.failures[what])
+                                "next interval", what, type(error).__name__, first_line(error), self.failures[what])
             return None
