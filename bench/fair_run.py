@@ -10,8 +10,9 @@ where each one's settings come from): `sb3` is SB3 DQN with the rl-baselines3-zo
 and seed (so `sb3` runs first for a seed); `maskable-ppo` is sb3-contrib's MaskablePPO with its library defaults;
 `sb3-dqn-flat` is SB3 DQN on a MultiDiscrete env's combinations as one Discrete space. Each env gets the sides of
 its kind unless --sides names them: a masked env (Taxi-v4, Connect Four) ours, ours-unmasked and maskable-ppo; a
-multi-discrete one ours and sb3-dqn-flat; any other ours, sb3 and sb3-scaled. Per seed `ours` runs first,
-second, ... and last in turn; there is never more than one training at a time.
+multi-discrete one ours and sb3-dqn-flat; any other ours, sb3 and sb3-scaled. The seed sets `ours`' place among
+the sides (seed s at place (s - 1) mod n: first, second, ... and last in turn), the same whether the seeds share a
+sitting or not; there is never more than one training at a time.
 
 Every clock starts at Popen (start-up and imports count). Marks are every budget/10 s. A peer's process saves its
 policy at each mark itself; for a service run this process reads the latest weights the learner published to the
@@ -354,9 +355,9 @@ def main(argv: list[str] | None = None) -> int:
         base = {"sitting": sitting["sitting"], "env_id": env_id, "budget_s": budget_s}
         failed += evaluate("random", env_id, sys.executable, None, None, {**base, "seed": None}, scores_path,
                            args.episodes)["eval_exit_code"] != 0
-        for position, seed in enumerate(args.seeds):
+        for seed in args.seeds:
             sb3_env_steps = None
-            for side in fair_sides.side_order(sides[env_id], position):
+            for side in fair_sides.side_order(sides[env_id], seed - 1):
                 snapshots = os.path.join(snapshot_root, f"{env_id}-{side}-s{seed}-{uuid.uuid4().hex[:6]}")
                 os.makedirs(snapshots)
                 row = {"kind": "run", **base, "side": side, "seed": seed, "marks_s": marks, "snapshots": snapshots,
