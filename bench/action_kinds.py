@@ -197,13 +197,13 @@ def counted_id(env_id: str) -> str:
     return counted
 
 
-def peer_env(env_id: str, algo: str) -> gym.Env:
-    """The env a peer trains and is scored on, through `CountIllegal`.
+def peer_env(env_id: str, algo: str, make_kwargs: dict | None = None) -> gym.Env:
+    """The env a peer trains and is scored on (`gym.make(env_id, **make_kwargs)`), through `CountIllegal`.
 
     `dqn` as made, `dqn-flat` through `FlatActions`, `maskable-ppo` without its observation's mask part (the mask
     reaches MaskablePPO through `legal_actions`).
     """
-    env = CountIllegal(gym.make(env_id))
+    env = CountIllegal(gym.make(env_id, **(make_kwargs or {})))
     if algo == "dqn-flat":
         return FlatActions(env)
     if algo == "maskable-ppo" and isinstance(env.observation_space, gym.spaces.Dict):

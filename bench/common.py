@@ -114,3 +114,17 @@ def cpu_name() -> str:
     except OSError:
         models = []
     return f"{models[0] if models else 'unknown CPU'}, {os.cpu_count()} cores"
+
+
+def machine() -> dict:
+    """What measured a row: core count, CPU model, load average now."""
+    return {"nproc": os.cpu_count(), "cpu": cpu_name(), "loadavg": os.getloadavg()}
+
+
+def git_commit() -> str:
+    """The checked-out commit, `+dirty` when tracked files differ from it."""
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=repo, capture_output=True,
+                           text=True).stdout.strip()
+    return head + ("+dirty" if dirty else "")

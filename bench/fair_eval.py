@@ -3,7 +3,8 @@
 One process per side and run, started by bench/fair_run.py after the run's training has ended (so it never competes
 with training for the cores). Every side plays the same episode loop (`play`): one env per episode, reset with one
 seed of `eval_seeds(n)` (the same list for every side, snapshot and sitting, far from any training seed), the greedy
-action of the snapshot's policy at every step, to the env's registered episode limit (`episode_cap`). The episodes
+action of the snapshot's policy at every step, to the env's registered episode limit (Atari: Nature DQN's protocol,
+epsilon 0.05 and 18,000 frames; `protocol`). The episodes
 run side by side; the service's side makes one Q-network call for all those still playing (a call costs about as
 much for 30 observations as for one), SB3's sides one `predict` likewise. The `random`
 side plays uniformly random actions on the same seeds (uniform over the valid ones where the env gives a mask): the
@@ -49,6 +50,11 @@ import numpy as np
 #: so a million up is fresh for every side.
 EVAL_SEED_BASE = 1_000_000
 EPISODES = 30
+#: Atari's protocol for every side, as the service's evaluator (Nature DQN): epsilon 0.05 and at most 18,000 frames
+#: (4,500 agent steps at frame skip 4). Played greedily, a policy that never presses FIRE after a lost life stalls.
+ATARI_EPSILON, ATARI_CAP = 0.05, 4_500
+#: Tell the draws of evaluation epsilon and of the random player apart from the env's own generator for a seed.
+EPSILON_STREAM, RANDOM_PLAYER_STREAM = 0xE95, 0x5EED
 
 
 def eval_seeds(episodes: int = EPISODES) -> list[int]:
@@ -56,11 +62,17 @@ def eval_seeds(episodes: int = EPISODES) -> list[int]:
     return [EVAL_SEED_BASE + index for index in range(episodes)]
 
 
-def episode_cap(env_id: str) -> int:
-    """The env's registered episode limit (what `gym.make` enforces for every side), 10,000 where it has none."""
-    from bench.action_kinds import bare_id
+def protocol(env_id: str) -> tuple[float, int]:
+    """(epsilon, episode cap): Atari's (`ATARI_EPSILON`, `ATARI_CAP`); else greedy to the env's registered limit.
 
-    return gym.spec(bare_id(env_id)).max_episode_steps or 10_000
+    Where the env registers no limit, 10,000 agent steps.
+    """
+    from bench.action_kinds import bare_id
+    from dqn.envs.atari import is_atari
+
+    if is_atari(bare_id(env_id)):
+        return ATARI_EPSILON, ATARI_CAP
+    return 0.0, gym.spec(bare_id(env_id)).max_episode_steps or 10_000
 
 
 def illegal_so_far() -> int:
@@ -70,21 +82,25 @@ def illegal_so_far() -> int:
     return CountIllegal.illegal_total
 
 
-def play(make_env, act, seeds: list[int], cap: int) -> tuple[list[float], list[int] | None]:
+def play(make_env, act, seeds: list[int], cap: int, epsilon: float = 0.0) -> tuple[list[float], list[int] | None]:
     """One episode per seed, side by side: env i made by `make_env()` and reset with seeds[i].
 
     `act(envs, observations, indices)` gives the actions of the envs `indices` (those still playing) at their
-    `observations`. (returns, illegal actions per episode or None where the env gave no mask); each env plays
-    through `CountIllegal`, which counts its own.
+    `observations`; with probability `epsilon` a uniformly random action replaces it (drawn from a stream of the
+    episode's seed, the same for every side). (returns, illegal actions per episode or None where the env gave no
+    mask); each env plays through `CountIllegal`, which counts its own.
     """
     envs = [make_env() for _ in seeds]
     observations = [env.reset(seed=seed)[0] for env, seed in zip(envs, seeds, strict=True)]
     masked = any(env.get_wrapper_attr("legal") is not None for env in envs)  # both conventions show it at a reset
     returns, steps, playing = [0.0] * len(envs), [0] * len(envs), list(range(len(envs)))
+    explore = [np.random.default_rng([EPSILON_STREAM, seed]) for seed in seeds]
     while playing and cap > 0:
         actions = act(envs, [observations[index] for index in playing], playing)
         still = []
         for index, action in zip(playing, actions, strict=True):
+            if epsilon and explore[index].random() < epsilon:
+                action = random_action(envs[index], explore[index])
             observations[index], reward, terminated, truncated, _ = envs[index].step(action)
             returns[index] += float(reward)
             steps[index] += 1
@@ -110,11 +126,11 @@ def read_marks(snapshots: str) -> list[dict]:
         return [json.loads(line) for line in handle if line.strip()]
 
 
-def ours_policy(run_dir: str):
-    """(make_env, load(mark) -> act) for the service's run: its recorded settings, its evaluation env and Q-network.
+def ours_env(run_dir: str):
+    """(make_env, convert, builder) of the service's run: its recorded settings and evaluation env.
 
     The env is made as `make_gym_env` makes it (gym.make, then the run's wrappers), with `CountIllegal` between
-    the two; actions are the greedy ones among those the run's mask allows (`ValidActions`, as its evaluator).
+    the two; `convert` gives a batch of its observations the dtypes the vector env hands the policy.
     """
     from bench.action_kinds import CountIllegal
     from dqn.envs.making import env_wrappers, gym_make_kwargs
@@ -126,9 +142,6 @@ def ours_policy(run_dir: str):
     config = resolve(CommonConfig, environ={}, file_values=read_config_file(os.path.join(run_dir, "config.json")),
                      known_names=known_field_names([LocalConfig]))
     builder = resolved_builder(config)
-    network, valid = builder.make_evaluation_policy(), builder.agent.valid_actions
-    if not hasattr(network, "q_values"):
-        raise SystemExit("fair_eval: recurrent Q-networks (lstm_size) are not supported by this harness")
     options = builder.env_options.for_evaluation()
 
     def make_env():
@@ -137,7 +150,18 @@ def ours_policy(run_dir: str):
             env = wrapper(env)
         return env
 
-    convert = observation_converter(builder.observation_spec)  # the dtypes the vector env hands the policy
+    return make_env, observation_converter(builder.observation_spec), builder
+
+
+def ours_policy(run_dir: str):
+    """(make_env, load(mark) -> act) for the service's run: its evaluation env (`ours_env`) and Q-network.
+
+    Actions are the greedy ones among those the run's mask allows (`ValidActions`, as its evaluator).
+    """
+    make_env, convert, builder = ours_env(run_dir)
+    network, valid = builder.make_evaluation_policy(), builder.agent.valid_actions
+    if not hasattr(network, "q_values"):
+        raise SystemExit("fair_eval: recurrent Q-networks (lstm_size) are not supported by this harness")
 
     def act(envs, observations: list, _indices):
         # Padded to one batch size for every call: a graph network (conv, Dict) traces one graph per size.
@@ -168,7 +192,7 @@ def sb3_policy(env_id: str, snapshots: str):
     with open(os.path.join(snapshots, "recipe.json"), encoding="utf-8") as handle:
         recipe = json.load(handle)
     algo = recipe.get("algo", "dqn")
-    env = wrap_env(peer_env(env_id, algo), recipe)
+    env = wrap_env(peer_env(env_id, algo, recipe.get("make_kwargs")), recipe, evaluation=True)
     statistics: dict = {}  # the loaded mark's running observation statistics, where the recipe normalizes
     if algo == "maskable-ppo":
         from sb3_contrib import MaskablePPO
@@ -200,7 +224,7 @@ def sb3_policy(env_id: str, snapshots: str):
             model.q_net_target.load_state_dict(model.q_net.state_dict())
         return act
 
-    return lambda: wrap_env(peer_env(env_id, algo), recipe), load
+    return lambda: wrap_env(peer_env(env_id, algo, recipe.get("make_kwargs")), recipe, evaluation=True), load
 
 
 def kept_policy_returns(run_dir: str, seeds: list[int]) -> tuple[list[float] | None, int | None]:
@@ -208,7 +232,8 @@ def kept_policy_returns(run_dir: str, seeds: list[int]) -> tuple[list[float] | N
 
     What its user gets. The product's replay of an exported policy (`play_exported_policy`: env i reset with
     seed + i, so the same episodes as `play`), its envs made from an id that counts illegal actions as `play` does
-    (Atari ids as they are: their wrappers go by the id); (None, None) where the run exported none.
+    (None, None) where the run exported none. Atari ids are played here instead, with their protocol's epsilon and
+    cap (the exported policy's actions at the run's evaluation env).
     """
     from bench.action_kinds import CountIllegal, counted_id
     from dqn.envs.atari import is_atari
@@ -220,38 +245,72 @@ def kept_policy_returns(run_dir: str, seeds: list[int]) -> tuple[list[float] | N
     env_id, options = run_env_options(policy_dir)
     if seeds != list(range(seeds[0], seeds[0] + len(seeds))):
         raise ValueError("the kept policy is replayed on consecutive seeds only")
+    if is_atari(env_id):  # Atari's protocol (`protocol`), which the product's greedy replay does not play
+        make_env, convert, _ = ours_env(run_dir)
+        epsilon, cap = protocol(env_id)
+        return play(make_env, saved_policy_act(policy_dir, convert), seeds, cap, epsilon)[0], None
     before = illegal_so_far()
-    played = env_id if is_atari(env_id) else counted_id(env_id)
-    returns, _ = play_exported_policy(policy_dir, played, len(seeds), seeds[0], options)
+    returns, _ = play_exported_policy(policy_dir, counted_id(env_id), len(seeds), seeds[0], options)
     return [float(value) for value in returns], illegal_so_far() - before if CountIllegal.masks_seen else None
 
 
-#: Tells the random player's draws apart from the env's own generator for the same episode seed.
-RANDOM_PLAYER_STREAM = 0x5EED
+def saved_policy_act(policy_dir: str, convert):
+    """`play`'s act for an exported (stateless) policy: its action at each batch of observations."""
+    import tensorflow as tf
+    from tf_agents.trajectories import time_step as ts
+
+    policy = tf.saved_model.load(policy_dir)
+
+    def act(_envs, observations: list, _indices):
+        count = len(observations)
+        step = ts.TimeStep(step_type=tf.fill([count], ts.StepType.MID), reward=tf.zeros([count]),
+                           discount=tf.ones([count]), observation=tf.nest.map_structure(
+                               tf.constant, convert(stacked(observations))))
+        return list(policy.action(step, ()).action.numpy())
+
+    return act
+
+
+def random_action(env, generator: np.random.Generator):
+    """A uniformly random action of `env` (over the valid ones where it gives a mask; each MultiDiscrete dimension)."""
+    if isinstance(env.action_space, gym.spaces.MultiDiscrete):
+        return generator.integers(env.action_space.nvec)
+    legal = env.get_wrapper_attr("legal")
+    if legal is not None:
+        return int(generator.choice(np.flatnonzero(legal)))
+    return int(generator.integers(env.action_space.n))
 
 
 def random_act(seeds: list[int]):
     """Uniformly random actions for `play` on `seeds`, from a generator seeded by the episode's seed (same draws).
 
-    Where the env gives a mask, uniform over the actions it allows; a MultiDiscrete env draws each dimension. The
-    draws come from a stream apart from the env's own: `default_rng(seed)` is the very generator `reset(seed=seed)`
-    gives the env, and an env that draws from it while stepping (an opponent's moves) would mirror the player.
+    The draws come from a stream apart from the env's own: `default_rng(seed)` is the very generator
+    `reset(seed=seed)` gives the env, and an env that draws from it while stepping (an opponent's moves) would
+    mirror the player.
     """
-    generators: dict[int, np.random.Generator] = {}
-
-    def act_one(env, seed: int):
-        generator = generators.setdefault(seed, np.random.default_rng([RANDOM_PLAYER_STREAM, seed]))
-        if isinstance(env.action_space, gym.spaces.MultiDiscrete):
-            return generator.integers(env.action_space.nvec)
-        legal = env.get_wrapper_attr("legal")
-        if legal is not None:
-            return int(generator.choice(np.flatnonzero(legal)))
-        return int(generator.integers(env.action_space.n))
+    generators = [np.random.default_rng([RANDOM_PLAYER_STREAM, seed]) for seed in seeds]
 
     def act(envs, _observations, indices):
-        return [act_one(envs[index], seeds[index]) for index in indices]
+        return [random_action(envs[index], generators[index]) for index in indices]
 
     return act
+
+
+def random_play_env(env_id: str):
+    """The env random play is scored on: as made, or for Atari the game both sides' wrappers play.
+
+    That is the peers' game (bench/peers/published.py) behind gymnasium's AtariPreprocessing: no-op starts, 4 frames
+    per action.
+    """
+    from bench.action_kinds import CountIllegal
+    from dqn.envs.atari import is_atari
+
+    if not is_atari(env_id):
+        return CountIllegal(gym.make(env_id))
+    from bench.peers.published import PUBLISHED
+
+    game = gym.make(env_id, **PUBLISHED[env_id]["make_kwargs"])
+    return gym.wrappers.AtariPreprocessing(CountIllegal(game), noop_max=30, frame_skip=4)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -269,15 +328,14 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"--snapshots is required for --side {args.side}")
     if args.side in ("ours", "ours-kept") and not args.run_dir:
         parser.error(f"--run-dir is required for --side {args.side} (its config.json, its kept policy)")
-    seeds, cap = eval_seeds(args.episodes), episode_cap(args.env_id)
+    seeds, (epsilon, cap) = eval_seeds(args.episodes), protocol(args.env_id)
     base = {"kind": "score", "env_id": args.env_id, "side": args.side, "eval_seed_first": seeds[0],
-            "eval_episodes": len(seeds), "episode_cap": cap, **json.loads(args.context)}
+            "eval_episodes": len(seeds), "episode_cap": cap, "eval_epsilon": epsilon, **json.loads(args.context)}
     rows = []
     if args.side == "random":
-        from bench.action_kinds import CountIllegal
         from bench.fair_sides import RANDOM_DRAWS
 
-        returns, illegal = play(lambda: CountIllegal(gym.make(args.env_id)), random_act(seeds), seeds, cap)
+        returns, illegal = play(lambda: random_play_env(args.env_id), random_act(seeds), seeds, cap)
         rows.append({**base, "returns": returns, "illegal_actions": illegal, "draws": RANDOM_DRAWS})
     elif args.side == "ours-kept":
         returns, illegal = kept_policy_returns(args.run_dir, seeds)
@@ -289,7 +347,7 @@ def main(argv: list[str] | None = None) -> None:
                 rows.append({**base, **record, "returns": None})
                 continue
             started = time.perf_counter()
-            returns, illegal = play(make_env, load(record, args.snapshots), seeds, cap)
+            returns, illegal = play(make_env, load(record, args.snapshots), seeds, cap, epsilon)
             rows.append({**base, **{k: v for k, v in record.items() if k != "file"}, "returns": returns,
                          "illegal_actions": illegal, "eval_s": round(time.perf_counter() - started, 2)})
             print(f"{args.side} mark {record['mark_s']} s: train step {record['train_step']}, mean return "

@@ -36,6 +36,12 @@ The action kinds (bench/action_kinds.py; the service's virtualenv needs the box2
         bench.action_kinds:MultiDiscreteLunarLander-v3 --seeds 1 2 3 4 5 \
         --peer-python /work/peers-venv/bin/python --out bench/results/DATE-fair-actions
 
+Breakout, 90 minutes a run, a side per sitting (`sb3-scaled` takes the env steps of the same --out's `sb3` run of
+its seed); `ours` as a small machine's user runs it; every side scored by Atari's protocol (fair_eval's `protocol`):
+
+    python bench/fair_run.py --envs ALE/Breakout-v5 --budget-s 5400 --seeds 1 --sides ours --out DIR \
+        -- --preset breakout-small     # then --sides sb3, then sb3-scaled, with --peer-python
+
 Where no DQN recipe is published for an env (the held-out families), the peer gets a sweep of at most 4
 settings instead (bench/peers/sb3_snapshots.py's NO_RECIPE_SWEEP): a sitting of `--sides sb3 sb3-scaled
 --peer-recipe R` per setting R on seeds 1 and 2; the setting with the best median final score of either side is
@@ -68,7 +74,7 @@ sys.path.insert(0, REPO)
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import bench.fair_sides as fair_sides  # noqa: E402
-from bench.common import cpu_name  # noqa: E402
+from bench.common import git_commit, machine  # noqa: E402
 from bench.fair_sides import OURS_FLAGS, PEER_ALGOS, SIDES  # noqa: E402
 from bench.peers.sb3_snapshots import NO_RECIPE_SWEEP  # noqa: E402
 
@@ -101,19 +107,6 @@ def cpu_seconds(who: int = resource.RUSAGE_CHILDREN) -> float:
     """User + system CPU-seconds of the reaped descendants so far (RUSAGE_CHILDREN), or of this process."""
     usage = resource.getrusage(who)
     return usage.ru_utime + usage.ru_stime
-
-
-def machine() -> dict:
-    """What measured the rows: core count, CPU model, load average now."""
-    return {"nproc": os.cpu_count(), "cpu": cpu_name(), "loadavg": os.getloadavg()}
-
-
-def git_commit() -> str:
-    """The checked-out commit, `+dirty` when tracked files differ from it."""
-    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO, capture_output=True,
-                           text=True).stdout.strip()
-    return head + ("+dirty" if dirty else "")
 
 
 class OursSnapshots:
@@ -297,8 +290,6 @@ def env_sides(envs: list[str], sides: list[str] | None) -> dict[str, list[str]] 
         problems = [f"{env_id}: {problem}" for problem in (fair_sides.misfit(side, kind) for side in own) if problem]
         if problems:
             return "; ".join(problems)
-        if "sb3-scaled" in own and "sb3" not in own:
-            return f"{env_id}: sb3-scaled needs sb3 in the same sitting (its n_timesteps are sb3's env steps)"
         chosen[env_id] = own
     return chosen
 
@@ -337,12 +328,21 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--peer-python is required for the peer sides (the peer virtualenv, never the service's)")
     if problem := fair_sides.peer_recipe_problem(sides, args.peer_recipe):
         parser.error(problem)
+    runs_path, scores_path = os.path.join(args.out, "runs.jsonl"), os.path.join(args.out, "scores.jsonl")
     budgets = args.budget_s if len(args.budget_s) == len(args.envs) else args.budget_s[:1] * len(args.envs)
+    earlier = {}  # (env, seed) -> sb3's env steps in an earlier sitting, for sb3-scaled without sb3 in this one
+    for env_id, budget_s in zip(args.envs, budgets, strict=True):
+        if "sb3-scaled" in sides[env_id] and "sb3" not in sides[env_id]:
+            for seed in args.seeds:
+                earlier[env_id, seed] = fair_sides.earlier_sb3_env_steps(runs_path, env_id, seed, budget_s,
+                                                                          args.peer_recipe)
+                if not earlier[env_id, seed]:
+                    parser.error(f"{env_id} seed {seed}: sb3-scaled scales to sb3's env steps, and {runs_path} has "
+                                 f"no finished sb3 run of it at {budget_s:g} s: add the side sb3")
     become_subreaper()
     import dqn.remote.weights_puller  # noqa: F401 - TF and Reverb imported before any clock starts
 
     os.makedirs(args.out, exist_ok=True)
-    runs_path, scores_path = os.path.join(args.out, "runs.jsonl"), os.path.join(args.out, "scores.jsonl")
     snapshot_root = args.snapshot_dir or tempfile.mkdtemp(prefix="fair-snapshots-")
     sitting = {"kind": "sitting", "sitting": f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:6]}",
                "commit": git_commit(), "argv": sys.argv, "machine": machine(), "time": time.time(),
@@ -356,7 +356,7 @@ def main(argv: list[str] | None = None) -> int:
         failed += evaluate("random", env_id, sys.executable, None, None, {**base, "seed": None}, scores_path,
                            args.episodes)["eval_exit_code"] != 0
         for seed in args.seeds:
-            sb3_env_steps = None
+            sb3_env_steps = earlier.get((env_id, seed))
             for side in fair_sides.side_order(sides[env_id], seed - 1):
                 snapshots = os.path.join(snapshot_root, f"{env_id}-{side}-s{seed}-{uuid.uuid4().hex[:6]}")
                 os.makedirs(snapshots)

@@ -5,7 +5,9 @@
 - `ours-candidate`: the defaults plus the sitting's `--candidate-flags` (a proposed default, judged against `ours`
   in the same sitting; the flags are recorded in the sitting's row).
 - `sb3`, `sb3-scaled`: SB3 DQN with rl-baselines3-zoo's or the published recipe for the env
-  (bench/peers/sb3_snapshots.py), the second with the recipe's schedule scaled to the env steps `sb3` reached.
+  (bench/peers/sb3_snapshots.py), the second with the recipe's schedule scaled to the env steps `sb3` reached for
+  the same env, seed and budget: in the same sitting, or without `sb3` in it, in an earlier one of the same results
+  (runs long enough to need a sitting each).
 - `maskable-ppo`: sb3-contrib's MaskablePPO with its library defaults, the mask through `ActionMasker`.
 - `sb3-dqn-flat`: SB3 DQN over a MultiDiscrete env's combinations as one Discrete space (bench/action_kinds.py's
   `FlatActions`), with the zoo's DQN recipe for the env it discretises.
@@ -16,6 +18,9 @@ sb3-dqn-flat; `plain` ours, sb3 and sb3-scaled.
 """
 
 from __future__ import annotations
+
+import json
+import os
 
 from bench.peers.sb3_snapshots import NO_RECIPE_SWEEP, has_recipe
 
@@ -102,3 +107,16 @@ def peer_recipe_problem(sides: dict[str, list[str]], peer_recipe: str | None) ->
         return (f"an env without an rl-baselines3-zoo or published DQN recipe needs --peer-recipe (one of "
                 f"{NO_RECIPE_SWEEP})")
     return None
+
+
+def earlier_sb3_env_steps(runs_path: str, env_id: str, seed: int, budget_s: float,
+                          peer_recipe: str | None) -> int | None:
+    """The env steps of the latest finished `sb3` run in `runs_path` for this env, seed, budget and recipe."""
+    if not os.path.exists(runs_path):
+        return None
+    with open(runs_path, encoding="utf-8") as handle:
+        rows = [json.loads(line) for line in handle if line.strip()]
+    found = [row["env_steps"] for row in rows if row.get("kind") == "run" and row.get("side") == "sb3"
+             and row.get("exit_code") == 0 and row.get("env_steps") and row["env_id"] == env_id
+             and row["seed"] == seed and row["budget_s"] == budget_s and row.get("peer_recipe") == peer_recipe]
+    return found[-1] if found else None

@@ -14,7 +14,8 @@ replayed on the shared episodes (with its illegal actions per episode), and the 
 run's own end (with theirs). The ratio ours/peer, for every other side of the env (ours-unmasked included: what
 honouring the mask is worth), is taken on random-normalised scores (score - random play's), as the ratio of the seed
 means with a 95 % bootstrap interval (seeds of each side resampled apart); an interval that crosses 1 is reported as
-level. Each (sitting, seed) is one sample: a second sitting adds seeds, it never replaces the first.
+level. Each (sitting, seed) is one sample: a second sitting adds seeds, it never replaces the first. Last, per seed,
+ours' score at each peer's final env steps (what both learn from the same experience; `equal_steps_lines`).
 """
 
 from __future__ import annotations
@@ -243,6 +244,31 @@ def ratio_lines(env: str, results: dict, random_score: float) -> list[str]:
     return lines
 
 
+def equal_steps_lines(env: str, rows: list[dict], random_score: float) -> list[str]:
+    """Ours against each peer at the peer's own env steps: what the two learn from the same experience.
+
+    Per seed (matched by seed number, so the two may come from different sittings; a side's latest sitting of the
+    seed counts), the peer's score at its last mark beside ours' score at the same env steps, interpolated linearly
+    in env steps between ours' marks (random play at 0 steps); '-' where ours never got there.
+    """
+    runs: dict = defaultdict(lambda: defaultdict(dict))  # side -> seed -> sitting -> [(env steps, score)] by mark
+    for row in sorted((r for r in rows if r["env_id"] == env and "mark" in r and not r.get("run_end")
+                       and r.get("env_steps") is not None), key=lambda r: r["mark"]):
+        score = float(np.mean(row["returns"])) if row["returns"] else random_score
+        runs[row["side"]][row["seed"]].setdefault(row["sitting"], []).append((row["env_steps"], score))
+    curves = {side: {seed: sittings[max(sittings)] for seed, sittings in seeds.items()} for side, seeds in runs.items()}
+    lines = []
+    for peer in (side for side in SIDES if side not in OURS_FLAGS and side in curves):
+        for seed in sorted(set(curves.get("ours", {})) & set(curves[peer])):
+            steps, score = curves[peer][seed][-1]
+            ours = curves["ours"][seed]
+            xs, ys = [0] + [x for x, _ in ours], [random_score] + [y for _, y in ours]
+            at = float(np.interp(steps, xs, ys)) if steps <= xs[-1] else None
+            lines.append(f"| {env} | {peer} | {seed} | {steps:,} | {score:.1f} | {fmt(at)} | {xs[-1]:,} | "
+                         f"{ys[-1]:.1f} |")
+    return lines
+
+
 def plot(env: str, scores, random_score: float, marks: dict, directory: str) -> str:
     """One PNG: median and 95 % interval over seeds against seconds since launch, every side, random play."""
     import matplotlib
@@ -301,13 +327,18 @@ def main(argv: list[str] | None = None) -> None:
              "see bench/fair_run.py and bench/fair_eval.py for the protocol.", ""]
     ratios = ["## Ratio ours / peer (random-normalised, ratio of seed means, 95 % bootstrap interval)", "",
               "| env | peer | metric | seeds ours/peer | ratio | 95 % interval | verdict |", "|---" * 7 + "|"]
+    steps = ["## At equal env steps: the peer's last mark beside ours at the same env steps (per seed)", "",
+             "| env | peer | seed | peer's env steps | peer's score | ours at those steps | ours' env steps | "
+             "ours' final |", "|---" * 8 + "|"]
+    rows = read_jsonl(os.path.join(directory, "scores.jsonl"))
     for env in scores:
         table, results = env_tables(env, scores, ends, random_score[env], runs, mark_s[env], illegal[env])
         lines += table + [""]
         ratios += ratio_lines(env, results, random_score[env])
+        steps += equal_steps_lines(env, rows, random_score[env])
         if not args.no_png:
             print("wrote", plot(env, scores, random_score[env], mark_s[env], directory), flush=True)
-    lines += ratios + [""] + machine_lines(directory, runs) + [""]
+    lines += ratios + [""] + steps + [""] + machine_lines(directory, runs) + [""]
     with open(os.path.join(directory, "tables.md"), "w", encoding="utf-8") as handle:
         handle.write("\n".join(lines))
     print("wrote", os.path.join(directory, "tables.md"), flush=True)

@@ -1,11 +1,13 @@
 """Published DQN settings for the peer suite's env families, for SB3 DQN; imported under the peer virtualenv.
 
-Where an env's authors publish DQN settings, those (MinAtar, highway-env); where neither they nor
-rl-baselines3-zoo publish any for DQN, the nearest published recipe, with why (popgym, Flappy Bird, MiniGrid).
-Beyond SB3's DQN arguments a recipe may hold `source` (where it comes from), `policy` "minatar" (MinAtar's own
-network), `env_wrapper` "flatten" (a Dict observation as one vector) and `normalize` (the zoo's `normalize: true`:
-SB3's VecNormalize with its defaults, observations and rewards scaled by running statistics). `sb3_arguments` turns
-a recipe into DQN's arguments, `wrap_env` applies its wrapper, `normalized` its observation scaling at evaluation.
+Where an env's authors publish DQN settings, those (MinAtar, highway-env); for Breakout rl-baselines3-zoo's Atari
+entry; where neither the authors nor the zoo publish any for DQN, the nearest published recipe, with why (popgym,
+Flappy Bird, MiniGrid). Beyond SB3's DQN arguments a recipe may hold `source` (where it comes from), `policy`
+"minatar" (MinAtar's own network), `make_kwargs` (gym.make's), `env_wrapper` "flatten" (a Dict observation as one
+vector) or "atari" (SB3's AtariWrapper and a 4-frame stack, as the zoo's `frame_stack: 4`) and `normalize` (the
+zoo's `normalize: true`: SB3's VecNormalize with its defaults, observations and rewards scaled by running
+statistics). `sb3_arguments` turns a recipe into DQN's arguments, `wrap_env` applies its wrapper, `normalized` its
+observation scaling at evaluation.
 """
 
 from __future__ import annotations
@@ -27,6 +29,14 @@ MINIGRID_RECIPE = dict(
     policy_kwargs=dict(net_arch=[256, 256]), learning_rate=6.3e-4, batch_size=128, buffer_size=50_000,
     learning_starts=0, gamma=0.99, target_update_interval=250, train_freq=4, gradient_steps=-1,
     exploration_fraction=0.12, exploration_final_eps=0.1)
+
+#: rl-baselines3-zoo hyperparams/dqn.yml `atari` (its Breakout figures are BreakoutNoFrameskip-v4's game: no frame
+#: skip in ALE, no sticky actions, as the service's breakout-small preset plays ALE/Breakout-v5).
+ZOO_ATARI = dict(
+    source="rl-baselines3-zoo hyperparams/dqn.yml, atari", env_wrapper="atari",
+    make_kwargs=dict(frameskip=1, repeat_action_probability=0.0), n_timesteps=10_000_000, policy="CnnPolicy",
+    buffer_size=100_000, learning_rate=1e-4, batch_size=32, learning_starts=100_000, target_update_interval=1_000,
+    train_freq=4, gradient_steps=1, exploration_fraction=0.1, exploration_final_eps=0.01, optimize_memory_usage=False)
 
 #: Published DQN settings per env id (as `--env-id` names it), with their source.
 PUBLISHED = {
@@ -62,10 +72,13 @@ PUBLISHED = {
     "bench.peer_envs:MiniGrid/DoorKey-5x5-v0": MINIGRID_RECIPE,
     "bench.peer_envs:MiniGrid/Empty-Random-6x6-v0": MINIGRID_RECIPE,
     "bench.peer_envs:MiniGrid/LavaGapS5-v0": MINIGRID_RECIPE,
+    "ALE/Breakout-v5": ZOO_ATARI,
 }
 
 #: What is not one of SB3 DQN's own arguments.
-RECIPE_ONLY = ("source", "env_wrapper", "normalize", "n_timesteps")
+RECIPE_ONLY = ("source", "env_wrapper", "normalize", "n_timesteps", "make_kwargs")
+#: Frames in the Atari recipe's stack (the zoo's `frame_stack`).
+ATARI_FRAME_STACK = 4
 #: VecNormalize's defaults (stable_baselines3 2.9.2): observations clipped to +-10 after scaling; epsilon in the root.
 CLIP_OBS, NORM_EPSILON = 10.0, 1e-8
 
@@ -97,12 +110,23 @@ def sb3_arguments(params: dict) -> dict:
     return arguments
 
 
-def wrap_env(env, params: dict):
-    """`env` as the recipe observes it (`env_wrapper` "flatten": gymnasium's FlattenObservation)."""
-    if params.get("env_wrapper") == "flatten":
-        import gymnasium as gym
+def wrap_env(env, params: dict, evaluation: bool = False):
+    """`env` as the recipe observes it: "flatten", gymnasium's FlattenObservation; "atari", SB3's AtariWrapper.
 
+    The Atari frames are stacked in the env, zero-padded after a reset as SB3's VecFrameStack does, channels last
+    (84, 84, 4). For `evaluation` whole games with unclipped scores (no end at a lost life, no clipped reward).
+    """
+    import gymnasium as gym
+
+    if params.get("env_wrapper") == "flatten":
         return gym.wrappers.FlattenObservation(env)
+    if params.get("env_wrapper") == "atari":
+        from stable_baselines3.common.atari_wrappers import AtariWrapper
+
+        from dqn.envs.atari import StackedFramesLast
+
+        env = AtariWrapper(env, terminal_on_life_loss=not evaluation, clip_reward=not evaluation)
+        return StackedFramesLast(gym.wrappers.FrameStackObservation(env, ATARI_FRAME_STACK, padding_type="zero"))
     return env
 
 

@@ -124,7 +124,7 @@ def make_model(algo: str, env_id: str, seed: int, params: dict):
     """(model, the module of it whose weights are saved) for `algo` on its env (bench/action_kinds.py's `peer_env`)."""
     from bench.action_kinds import legal_actions, peer_env
 
-    env = wrap_env(peer_env(env_id, algo), params)
+    env = wrap_env(peer_env(env_id, algo, params.get("make_kwargs")), params)
     if algo == "maskable-ppo":
         from sb3_contrib import MaskablePPO
         from sb3_contrib.common.wrappers import ActionMasker
