@@ -44,10 +44,16 @@ UNDERLYING = {"MultiDiscreteLunarLander-v3": "LunarLander-v3"}
 
 
 def bare_id(env_id: str) -> str:
-    """The registry id of a `module:EnvId` (the module imported, so the id is registered); `env_id` without one."""
+    """The registry id of a `module:EnvId` (the module imported, so the id is registered); `env_id` without one.
+
+    ale-py's ids (`ALE/Breakout-v5`) are registered here too: gymnasium 1.x does not load them by itself.
+    """
+    from dqn.envs.atari import is_atari
+
     module, _, name = env_id.rpartition(":")
     if module:
         importlib.import_module(module)
+    is_atari(name)  # registers ale-py's ids where ale-py is installed
     return name
 
 
@@ -203,7 +209,7 @@ def peer_env(env_id: str, algo: str, make_kwargs: dict | None = None) -> gym.Env
     `dqn` as made, `dqn-flat` through `FlatActions`, `maskable-ppo` without its observation's mask part (the mask
     reaches MaskablePPO through `legal_actions`).
     """
-    env = CountIllegal(gym.make(env_id, **(make_kwargs or {})))
+    env = CountIllegal(gym.make(bare_id(env_id), **(make_kwargs or {})))
     if algo == "dqn-flat":
         return FlatActions(env)
     if algo == "maskable-ppo" and isinstance(env.observation_space, gym.spaces.Dict):

@@ -52,7 +52,7 @@ EVAL_SEED_BASE = 1_000_000
 EPISODES = 30
 #: Atari's protocol for every side, as the service's evaluator (Nature DQN): epsilon 0.05 and at most 18,000 frames
 #: (4,500 agent steps at frame skip 4). Played greedily, a policy that never presses FIRE after a lost life stalls.
-ATARI_EPSILON, ATARI_CAP = 0.05, 4_500
+ATARI_EPSILON, ATARI_CAP, FRAME_SKIP = 0.05, 4_500, 4
 #: Tell the draws of evaluation epsilon and of the random player apart from the env's own generator for a seed.
 EPSILON_STREAM, RANDOM_PLAYER_STREAM = 0xE95, 0x5EED
 
@@ -133,6 +133,7 @@ def ours_env(run_dir: str):
     the two; `convert` gives a batch of its observations the dtypes the vector env hands the policy.
     """
     from bench.action_kinds import CountIllegal
+    from dqn.envs.atari import is_atari
     from dqn.envs.making import env_wrappers, gym_make_kwargs
     from dqn.envs.spaces import observation_converter
     from dqn.resolve import resolved_builder
@@ -143,6 +144,11 @@ def ours_env(run_dir: str):
                      known_names=known_field_names([LocalConfig]))
     builder = resolved_builder(config)
     options = builder.env_options.for_evaluation()
+    game = (options.atari_repeat_action_probability, options.atari_frame_skip)
+    if is_atari(config.env_id) and game != (atari_game(config.env_id)["repeat_action_probability"], FRAME_SKIP):
+        raise SystemExit(f"fair_eval: the run played {config.env_id} with sticky actions {game[0]} and frame skip "
+                         f"{game[1]}; the peers and random play use {atari_game(config.env_id)} and frame skip "
+                         f"{FRAME_SKIP} (--preset breakout-small plays their game)")
 
     def make_env():
         env = CountIllegal(gym.make(config.env_id, **gym_make_kwargs(config.env_id, options, {})))
@@ -307,10 +313,17 @@ def random_play_env(env_id: str):
 
     if not is_atari(env_id):
         return CountIllegal(gym.make(env_id))
+    game = gym.make(env_id, **atari_game(env_id))
+    return gym.wrappers.AtariPreprocessing(CountIllegal(game), noop_max=30, frame_skip=FRAME_SKIP)
+
+
+def atari_game(env_id: str) -> dict:
+    """gym.make's arguments of the Atari game the peers play (bench/peers/published.py), which every side plays."""
     from bench.peers.published import PUBLISHED
 
-    game = gym.make(env_id, **PUBLISHED[env_id]["make_kwargs"])
-    return gym.wrappers.AtariPreprocessing(CountIllegal(game), noop_max=30, frame_skip=4)
+    if env_id not in PUBLISHED:
+        raise SystemExit(f"fair_eval: no peer recipe names the game of {env_id}; known: {sorted(PUBLISHED)}")
+    return PUBLISHED[env_id]["make_kwargs"]
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -330,12 +330,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(problem)
     runs_path, scores_path = os.path.join(args.out, "runs.jsonl"), os.path.join(args.out, "scores.jsonl")
     budgets = args.budget_s if len(args.budget_s) == len(args.envs) else args.budget_s[:1] * len(args.envs)
-    earlier = {}  # (env, seed) -> sb3's env steps in an earlier sitting, for sb3-scaled without sb3 in this one
+    earlier = {}  # (env, seed) -> sb3's run in an earlier sitting, for sb3-scaled without sb3 in this one
     for env_id, budget_s in zip(args.envs, budgets, strict=True):
         if "sb3-scaled" in sides[env_id] and "sb3" not in sides[env_id]:
             for seed in args.seeds:
-                earlier[env_id, seed] = fair_sides.earlier_sb3_env_steps(runs_path, env_id, seed, budget_s,
-                                                                          args.peer_recipe)
+                earlier[env_id, seed] = fair_sides.earlier_sb3_run(runs_path, env_id, seed, budget_s, args.peer_recipe)
                 if not earlier[env_id, seed]:
                     parser.error(f"{env_id} seed {seed}: sb3-scaled scales to sb3's env steps, and {runs_path} has "
                                  f"no finished sb3 run of it at {budget_s:g} s: add the side sb3")
@@ -356,7 +355,8 @@ def main(argv: list[str] | None = None) -> int:
         failed += evaluate("random", env_id, sys.executable, None, None, {**base, "seed": None}, scores_path,
                            args.episodes)["eval_exit_code"] != 0
         for seed in args.seeds:
-            sb3_env_steps = earlier.get((env_id, seed))
+            sb3_run = earlier.get((env_id, seed))
+            sb3_env_steps = sb3_run and sb3_run["env_steps"]
             for side in fair_sides.side_order(sides[env_id], seed - 1):
                 snapshots = os.path.join(snapshot_root, f"{env_id}-{side}-s{seed}-{uuid.uuid4().hex[:6]}")
                 os.makedirs(snapshots)
@@ -372,7 +372,7 @@ def main(argv: list[str] | None = None) -> int:
                 elif side != "sb3-scaled" or sb3_env_steps:
                     row.update(run_sb3(env_id, seed, budget_s, marks, snapshots, args.peer_python,
                                        sb3_env_steps if side == "sb3-scaled" else None, PEER_ALGOS[side],
-                                       args.peer_recipe))
+                                       args.peer_recipe), scaled_from_sitting=sb3_run and sb3_run["sitting"])
                     if side == "sb3":
                         sb3_env_steps = row.get("env_steps")
                 else:

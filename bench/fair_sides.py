@@ -64,9 +64,9 @@ def env_kind(env_id: str) -> str:
     """`masked`, `multi-discrete` or `plain`, from the env's spaces and its first seeded reset."""
     import gymnasium as gym
 
-    from bench.action_kinds import env_mask
+    from bench.action_kinds import bare_id, env_mask
 
-    env = gym.make(env_id)
+    env = gym.make(bare_id(env_id))
     try:
         if isinstance(env.action_space, gym.spaces.MultiDiscrete | gym.spaces.Tuple):
             return "multi-discrete"
@@ -109,14 +109,13 @@ def peer_recipe_problem(sides: dict[str, list[str]], peer_recipe: str | None) ->
     return None
 
 
-def earlier_sb3_env_steps(runs_path: str, env_id: str, seed: int, budget_s: float,
-                          peer_recipe: str | None) -> int | None:
-    """The env steps of the latest finished `sb3` run in `runs_path` for this env, seed, budget and recipe."""
+def earlier_sb3_run(runs_path: str, env_id: str, seed: int, budget_s: float, peer_recipe: str | None) -> dict | None:
+    """The row of the latest finished `sb3` run in `runs_path` for this env, seed, budget and recipe, or None."""
     if not os.path.exists(runs_path):
         return None
     with open(runs_path, encoding="utf-8") as handle:
         rows = [json.loads(line) for line in handle if line.strip()]
-    found = [row["env_steps"] for row in rows if row.get("kind") == "run" and row.get("side") == "sb3"
-             and row.get("exit_code") == 0 and row.get("env_steps") and row["env_id"] == env_id
-             and row["seed"] == seed and row["budget_s"] == budget_s and row.get("peer_recipe") == peer_recipe]
+    found = [row for row in rows if row.get("kind") == "run" and row.get("side") == "sb3" and row.get("exit_code") == 0
+             and row.get("env_steps") and row["env_id"] == env_id and row["seed"] == seed
+             and row["budget_s"] == budget_s and row.get("peer_recipe") == peer_recipe]
     return found[-1] if found else None

@@ -3,11 +3,12 @@
 Where an env's authors publish DQN settings, those (MinAtar, highway-env); for Breakout rl-baselines3-zoo's Atari
 entry; where neither the authors nor the zoo publish any for DQN, the nearest published recipe, with why (popgym,
 Flappy Bird, MiniGrid). Beyond SB3's DQN arguments a recipe may hold `source` (where it comes from), `policy`
-"minatar" (MinAtar's own network), `make_kwargs` (gym.make's), `env_wrapper` "flatten" (a Dict observation as one
-vector) or "atari" (SB3's AtariWrapper and a 4-frame stack, as the zoo's `frame_stack: 4`) and `normalize` (the
-zoo's `normalize: true`: SB3's VecNormalize with its defaults, observations and rewards scaled by running
-statistics). `sb3_arguments` turns a recipe into DQN's arguments, `wrap_env` applies its wrapper, `normalized` its
-observation scaling at evaluation.
+"minatar" (MinAtar's own network), `make_kwargs` (gym.make's), `torch_threads` (None: torch's default, every core,
+as SB3 runs unless told otherwise; without the key 1, a thread as each of the service's roles has), `env_wrapper`
+"flatten" (a Dict observation as one vector) or "atari" (SB3's AtariWrapper and a 4-frame stack, as the zoo's
+`frame_stack: 4`) and `normalize` (the zoo's `normalize: true`: SB3's VecNormalize with its defaults, observations
+and rewards scaled by running statistics). `sb3_arguments` turns a recipe into DQN's arguments, `wrap_env` applies
+its wrapper, `normalized` its observation scaling at evaluation.
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ ZOO_ATARI = dict(
     source="rl-baselines3-zoo hyperparams/dqn.yml, atari", env_wrapper="atari",
     make_kwargs=dict(frameskip=1, repeat_action_probability=0.0), n_timesteps=10_000_000, policy="CnnPolicy",
     buffer_size=100_000, learning_rate=1e-4, batch_size=32, learning_starts=100_000, target_update_interval=1_000,
-    train_freq=4, gradient_steps=1, exploration_fraction=0.1, exploration_final_eps=0.01, optimize_memory_usage=False)
+    train_freq=4, gradient_steps=1, exploration_fraction=0.1, exploration_final_eps=0.01, optimize_memory_usage=False,
+    torch_threads=None)
 
 #: Published DQN settings per env id (as `--env-id` names it), with their source.
 PUBLISHED = {
@@ -76,7 +78,7 @@ PUBLISHED = {
 }
 
 #: What is not one of SB3 DQN's own arguments.
-RECIPE_ONLY = ("source", "env_wrapper", "normalize", "n_timesteps", "make_kwargs")
+RECIPE_ONLY = ("source", "env_wrapper", "normalize", "n_timesteps", "make_kwargs", "torch_threads")
 #: Frames in the Atari recipe's stack (the zoo's `frame_stack`).
 ATARI_FRAME_STACK = 4
 #: VecNormalize's defaults (stable_baselines3 2.9.2): observations clipped to +-10 after scaling; epsilon in the root.

@@ -160,8 +160,9 @@ def main() -> None:
     import torch
     from stable_baselines3.common.callbacks import BaseCallback
 
-    torch.set_num_threads(1)  # one BLAS thread, as each of the service's roles
     params = recipe(args.env_id, args.scaled_timesteps, args.algo, args.recipe_of)
+    if params.get("torch_threads", 1):  # one BLAS thread, as each of the service's roles, unless the recipe says
+        torch.set_num_threads(params.get("torch_threads", 1))
     os.makedirs(args.snapshots, exist_ok=True)
     with open(os.path.join(args.snapshots, "recipe.json"), "w", encoding="utf-8") as handle:
         json.dump({"env_id": args.env_id, "algo": args.algo, "scaled_timesteps": args.scaled_timesteps,

@@ -7,14 +7,19 @@ install, so its Atari wrappers are checked by the harness's own sittings, not he
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import gymnasium as gym
 import pytest
 
 from bench import fair_eval, fair_run, fair_tables
 from bench.action_kinds import CountIllegal
-from bench.fair_sides import earlier_sb3_env_steps
+from bench.fair_sides import earlier_sb3_run
 from evaluator.evaluate import ATARI_EVAL_EPSILON, ATARI_EVAL_FRAMES
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def test_atari_is_scored_as_the_services_evaluator_scores_it_and_other_envs_greedily_to_their_limit():
@@ -66,18 +71,26 @@ def test_ours_is_read_at_the_peers_own_env_steps_between_its_marks():
 
 
 def sb3_run(env_steps: int, seed: int = 1, exit_code: int = 0) -> dict:
-    return {"kind": "run", "side": "sb3", "env_id": "CartPole-v1", "seed": seed, "budget_s": 60.0,
+    return {"kind": "run", "side": "sb3", "env_id": "CartPole-v1", "seed": seed, "budget_s": 60.0, "sitting": "s",
             "exit_code": exit_code, "env_steps": env_steps, "peer_recipe": None}
 
 
 def test_the_scaled_peer_takes_the_latest_finished_sb3_run_of_its_seed_from_an_earlier_sitting(tmp_path):
     runs = tmp_path / "runs.jsonl"
-    assert earlier_sb3_env_steps(str(runs), "CartPole-v1", 1, 60.0, None) is None
+    assert earlier_sb3_run(str(runs), "CartPole-v1", 1, 60.0, None) is None
     runs.write_text("".join(json.dumps(row) + "\n" for row in (
-        sb3_run(1_000), sb3_run(2_000), sb3_run(9_000, exit_code=1), sb3_run(7_000, seed=2))))
-    assert earlier_sb3_env_steps(str(runs), "CartPole-v1", 1, 60.0, None) == 2_000
-    assert earlier_sb3_env_steps(str(runs), "CartPole-v1", 1, 120.0, None) is None  # another budget
-    assert earlier_sb3_env_steps(str(runs), "CartPole-v1", 3, 60.0, None) is None
+        {"kind": "sitting", "sitting": "s"}, sb3_run(1_000), sb3_run(2_000), sb3_run(9_000, exit_code=1),
+        sb3_run(7_000, seed=2))))
+    assert earlier_sb3_run(str(runs), "CartPole-v1", 1, 60.0, None)["env_steps"] == 2_000
+    assert earlier_sb3_run(str(runs), "CartPole-v1", 1, 120.0, None) is None  # another budget
+    assert earlier_sb3_run(str(runs), "CartPole-v1", 3, 60.0, None) is None
+
+
+def test_atari_ids_are_found_without_importing_ale_py_first():
+    # A fresh process: gymnasium 1.x knows no ALE/ id until ale-py is imported, which nothing here does first.
+    probe = "from bench.fair_sides import env_kind; print(env_kind('ALE/Breakout-v5'))"
+    found = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert found.stdout.strip() == "plain", found.stderr[-2000:]
 
 
 def test_a_scaled_peer_without_sb3_anywhere_is_refused_before_any_row(tmp_path, capsys):
