@@ -15,7 +15,9 @@ run's own end (with theirs). The ratio ours/peer, for every other side of the en
 honouring the mask is worth), is taken on random-normalised scores (score - random play's), as the ratio of the seed
 means with a 95 % bootstrap interval (seeds of each side resampled apart); an interval that crosses 1 is reported as
 level. Each (sitting, seed) is one sample: a second sitting adds seeds, it never replaces the first. Last, per seed,
-ours' score at each peer's final env steps (what both learn from the same experience; `equal_steps_lines`).
+ours' score at each peer's final env steps (what both learn from the same experience; `equal_steps_lines`): an
+interpolation between ours' marks, whose env steps come from its actors' progress files (written every 5 s, so a
+mark's count can lag, in ours' favour).
 """
 
 from __future__ import annotations
