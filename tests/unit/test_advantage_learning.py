@@ -13,7 +13,7 @@ from tf_agents.agents.dqn import dqn_agent
 from tf_agents.specs import tensor_spec
 
 import tests.user_envs  # noqa: F401 - registers the user envs
-from dqn.model.agent import AdvantageLearningDdqnAgent, AdvantageLearningDqnAgent
+from dqn.model.agent import AdvantageLearningDdqnAgent, AdvantageLearningDqnAgent, PlainDqnAgent
 from dqn.resolve import adopt_run_settings, resolve_run, resolve_settings, resolved_builder
 from dqn.settings.config import LearnerConfig, LocalConfig
 from dqn.settings.loading import ConfigError, resolve, to_dict
@@ -63,7 +63,7 @@ def test_the_td_error_is_the_dqn_one_lowered_by_alpha_times_the_target_networks_
 
 
 def test_the_agent_class_follows_alpha_and_double_dqn():
-    assert type(agent_of(0.0)) is dqn_agent.DqnAgent
+    assert type(agent_of(0.0)) is PlainDqnAgent
     assert type(agent_of(0.0, double_dqn=True)) is dqn_agent.DdqnAgent
     assert type(agent_of(0.9)) is AdvantageLearningDqnAgent
     assert type(agent_of(0.9, double_dqn=True)) is AdvantageLearningDdqnAgent
@@ -84,7 +84,7 @@ def test_the_flag_reaches_the_learners_targets_and_plain_targets_are_the_default
     agent = resolved_builder(flagged).agent.agent
     assert type(agent) is AdvantageLearningDqnAgent and agent._action_gap_alpha == 0.9
     default = resolve(LearnerConfig, environ={}, flags={"fc_layer_params": "8"})
-    assert default.action_gap_alpha == 0.0 and type(resolved_builder(default).agent.agent) is dqn_agent.DqnAgent
+    assert default.action_gap_alpha == 0.0 and type(resolved_builder(default).agent.agent) is PlainDqnAgent
     with pytest.raises(ConfigError) as error:  # no auto any more: `none` is not a number
         resolve(LearnerConfig, environ={}, flags={"action_gap_alpha": "none"})
     assert error.value.field_name == "action_gap_alpha"

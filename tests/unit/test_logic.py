@@ -202,9 +202,10 @@ def test_rnn_with_n_step_is_refused():
 def test_plain_dqn_by_default_double_dqn_on_request():
     from tf_agents.agents.dqn import dqn_agent
 
+    from dqn.model.agent import PlainDqnAgent
     from dqn.resolve import resolved_builder
 
-    assert type(resolved_builder(CommonConfig(fc_layer_params=(8,))).agent.agent) is dqn_agent.DqnAgent
+    assert type(resolved_builder(CommonConfig(fc_layer_params=(8,))).agent.agent) is PlainDqnAgent
     double = resolved_builder(CommonConfig(fc_layer_params=(8,), double_dqn=True))
     assert type(double.agent.agent) is dqn_agent.DdqnAgent
 
