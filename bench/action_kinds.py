@@ -48,12 +48,13 @@ def bare_id(env_id: str) -> str:
 
     ale-py's ids (`ALE/Breakout-v5`) are registered here too: gymnasium 1.x does not load them by itself.
     """
-    from dqn.envs.atari import is_atari
-
     module, _, name = env_id.rpartition(":")
     if module:
         importlib.import_module(module)
-    is_atari(name)  # registers ale-py's ids where ale-py is installed
+    if name.startswith("ALE/") and name not in gym.registry:
+        import ale_py
+
+        gym.register_envs(ale_py)
     return name
 
 

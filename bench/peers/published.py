@@ -115,8 +115,9 @@ def sb3_arguments(params: dict) -> dict:
 def wrap_env(env, params: dict, evaluation: bool = False):
     """`env` as the recipe observes it: "flatten", gymnasium's FlattenObservation; "atari", SB3's AtariWrapper.
 
-    The Atari frames are stacked in the env, zero-padded after a reset as SB3's VecFrameStack does, channels last
-    (84, 84, 4). For `evaluation` whole games with unclipped scores (no end at a lost life, no clipped reward).
+    The Atari frames are stacked in the env, zero-padded after a reset as SB3's VecFrameStack does, channels first
+    (4, 84, 84), as the zoo's stack reaches its CnnPolicy after VecTransposeImage. For `evaluation` whole games with
+    unclipped scores (no end at a lost life, no clipped reward).
     """
     import gymnasium as gym
 
@@ -125,10 +126,9 @@ def wrap_env(env, params: dict, evaluation: bool = False):
     if params.get("env_wrapper") == "atari":
         from stable_baselines3.common.atari_wrappers import AtariWrapper
 
-        from dqn.envs.atari import StackedFramesLast
-
-        env = AtariWrapper(env, terminal_on_life_loss=not evaluation, clip_reward=not evaluation)
-        return StackedFramesLast(gym.wrappers.FrameStackObservation(env, ATARI_FRAME_STACK, padding_type="zero"))
+        env = AtariWrapper(env, terminal_on_life_loss=not evaluation, clip_reward=not evaluation)  # (84, 84, 1)
+        stacked = gym.wrappers.FrameStackObservation(env, ATARI_FRAME_STACK, padding_type="zero")  # (4, 84, 84, 1)
+        return gym.wrappers.ReshapeObservation(stacked, stacked.observation_space.shape[:-1])
     return env
 
 
