@@ -33,7 +33,6 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
 from bench.common import cpu_name  # noqa: E402
-from bench.peer_suite import read_jsonl  # noqa: E402
 from bench.role_cpu import progress  # noqa: E402
 
 CHECKPOINTS_MIN = (30, 60, 90)
@@ -51,6 +50,15 @@ def commit() -> str:
     """The short commit of this checkout (rows from different sittings may come from different code)."""
     result = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True)
     return result.stdout.strip() or "unknown"
+
+
+def read_jsonl(path: str) -> list[dict]:
+    """The evaluation records of a JSON lines file (lines without `average_return` skipped)."""
+    if not os.path.exists(path):
+        return []
+    with open(path, encoding="utf-8") as handle:
+        rows = [json.loads(line) for line in handle if line.strip()]
+    return [r for r in rows if "average_return" in r]
 
 
 def counted_return(record: dict) -> float:

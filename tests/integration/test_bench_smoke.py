@@ -150,12 +150,6 @@ def check_learning_suite(out: str, tmp: Path) -> None:
     assert isinstance(row["train_steps"], int) and "CartPole-v1 [defaults]: solved" in out, out
 
 
-def check_peer_suite(out: str, tmp: Path) -> None:
-    row, = json.loads((tmp / "peer.json").read_text())["rows"]
-    assert row["ours"]["exit_code"] == 0 and "error" not in row["ours"], row
-    assert isinstance(row["ours"]["train_steps"], int) and rows_starting(out, r"\| CartPole-v1 \| 1 \|"), out
-
-
 def check_breakout_learning(out: str, tmp: Path) -> None:
     row, = json.loads((tmp / "breakout.json").read_text())["rows"]
     assert row["side"] == "ours" and row["preset"] == "breakout-small" and row["exit_code"] == 0, row
@@ -219,8 +213,6 @@ SMOKES = {
     # that the runs end during start-up: what is checked is their command lines and the parsing of their summaries.
     "learning_suite": Smoke(("--envs", "CartPole-v1", "--seeds", "1", "--budget-s", "5", "--json", "{tmp}/suite.json"),
                             check_learning_suite),
-    "peer_suite": Smoke(("--envs", "CartPole-v1", "--seeds", "1", "--budget-s", "5", "--sides", "ours", "--json",
-                         "{tmp}/peer.json", "--png-dir", ""), check_peer_suite),
     # The fair harness's `ours` side, its evaluator and its tables (CI has no peer virtualenv for the SB3 sides).
     "fair_run": Smoke(("--envs", "CartPole-v1", "--budget-s", "10", "--seeds", "1", "--sides", "ours", "--marks", "2",
                        "--episodes", "2", "--out", "{tmp}/fair"), check_fair_run),
@@ -267,7 +259,7 @@ def test_every_bench_script_that_uses_product_code_has_a_smoke_run():
     names = {path.stem for path in BENCH.glob("*.py")}
     using = {name for name in scripts() if uses_product_code(name)}
     # The detection itself: a direct import, one through a bench helper, and a script that only runs others.
-    assert {"learning_sim", "soak", "peer_suite"} <= using and "run_all" not in using, using
+    assert {"learning_sim", "soak", "learning_suite"} <= using and "run_all" not in using, using
     smoked = set(SMOKES) | set(IN_PROCESS)
     assert not using - smoked, f"bench scripts using product code without a smoke run here: {sorted(using - smoked)}"
     assert smoked <= scripts(), f"smoke entries for scripts that are gone: {sorted(smoked - scripts())}"

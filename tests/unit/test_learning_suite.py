@@ -30,10 +30,3 @@ def test_thresholds_are_the_envs_own():
 
 def test_a_users_module_env_id_is_imported_for_its_threshold():
     assert reward_threshold("bench.pomdp_envs:CartPoleNoVelocity-v0") == 475.0
-
-
-def test_a_peer_suite_run_with_service_flags_keeps_the_defaults_picture():
-    from bench.peer_suite import flags_suffix
-
-    assert flags_suffix(None) == "" and flags_suffix([]) == ""
-    assert flags_suffix(["--observation-history", "2"]) == "-observation-history-2"

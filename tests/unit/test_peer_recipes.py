@@ -54,7 +54,7 @@ def test_a_sitting_is_refused_where_an_sb3_side_has_no_recipe_or_a_lent_recipe_h
     assert peer_recipe_problem({"CartPole-v1": ["ours", "sb3"], HELD_OUT: ["ours"]}, None) is None
 
 
-def test_a_peer_suite_family_gets_its_published_recipe_scaled_like_the_zoos():
+def test_a_family_from_pypi_gets_its_published_recipe_scaled_like_the_zoos():
     minigrid, minatar = "bench.peer_envs:MiniGrid/DoorKey-5x5-v0", "bench.peer_envs:MinAtar/Breakout-v1"
     assert has_recipe(minigrid) and has_recipe(minatar) and not has_recipe(HELD_OUT)
     assert recipe(minigrid) == PUBLISHED[minigrid] and recipe(minigrid)["normalize"] is True
