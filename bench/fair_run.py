@@ -46,7 +46,7 @@ Where no DQN recipe is published for an env (the held-out families), the peer ge
 settings instead (bench/peers/sb3_snapshots.py's NO_RECIPE_SWEEP): a sitting of `--sides sb3 sb3-scaled
 --peer-recipe R` per setting R on seeds 1 and 2; the setting with the best median final score of either side is
 the peer's `--peer-recipe` in the env's headline sitting with ours. Each setting's sitting gets an --out of its own
-(the tables pool a directory's rows by side).
+(the tables pool a directory's rows by side). A RECIPE_VARIANTS `--peer-recipe` changes an env's own recipe.
 
 Appends to <out>/runs.jsonl (one row per run, plus a `sitting` row) and <out>/scores.jsonl (one row per env, side,
 seed and mark: the per-episode returns); never rewrites. Tables: bench/fair_tables.py. Kept-policy rows missing from
@@ -76,7 +76,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import bench.fair_sides as fair_sides  # noqa: E402
 from bench.common import git_commit, machine  # noqa: E402
 from bench.fair_sides import OURS_FLAGS, PEER_ALGOS, SIDES  # noqa: E402
-from bench.peers.sb3_snapshots import NO_RECIPE_SWEEP  # noqa: E402
+from bench.peers.sb3_snapshots import NO_RECIPE_SWEEP, RECIPE_VARIANTS  # noqa: E402
 
 PR_SET_CHILD_SUBREAPER = 36
 SUMMARY_PREFIX = "summary: "
@@ -310,8 +310,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", required=True, help="the results directory (runs.jsonl, scores.jsonl)")
     parser.add_argument("--candidate-flags", default="",
                         help="the ours-candidate side's flags, one string, e.g. '--samples-per-insert 16'")
-    parser.add_argument("--peer-recipe", choices=NO_RECIPE_SWEEP,
-                        help="sb3 and sb3-scaled on an env with no zoo recipe: the setting of the peer's sweep to run")
+    parser.add_argument("--peer-recipe", choices=NO_RECIPE_SWEEP + tuple(RECIPE_VARIANTS),
+                        help="sb3 and sb3-scaled: the sweep's setting (no recipe) or a variant of the env's recipe")
     parser.add_argument("ours_flags", nargs="*", help="after --: extra flags for ours (none for the headline)")
     args = parser.parse_args(argv)
     if args.backfill_kept:

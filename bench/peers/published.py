@@ -78,7 +78,7 @@ PUBLISHED = {
 }
 
 #: What is not one of SB3 DQN's own arguments.
-RECIPE_ONLY = ("source", "env_wrapper", "normalize", "n_timesteps", "make_kwargs", "torch_threads")
+RECIPE_ONLY = ("source", "env_wrapper", "normalize", "n_timesteps", "make_kwargs", "torch_threads", "frame_stack")
 #: Frames in the Atari recipe's stack (the zoo's `frame_stack`).
 ATARI_FRAME_STACK = 4
 #: VecNormalize's defaults (stable_baselines3 2.9.2): observations clipped to +-10 after scaling; epsilon in the root.
@@ -115,12 +115,17 @@ def sb3_arguments(params: dict) -> dict:
 def wrap_env(env, params: dict, evaluation: bool = False):
     """`env` as the recipe observes it: "flatten", gymnasium's FlattenObservation; "atari", SB3's AtariWrapper.
 
+    `frame_stack` N (not with "atari", which stacks its own) stacks the last N observations, zero-padded after a
+    reset, as the zoo's `frame_stack` (SB3's VecFrameStack) does; SB3's MlpPolicy flattens the stack.
+
     The Atari frames are stacked in the env, zero-padded after a reset as SB3's VecFrameStack does, channels first
     (4, 84, 84), as the zoo's stack reaches its CnnPolicy after VecTransposeImage. For `evaluation` whole games with
     unclipped scores (no end at a lost life, no clipped reward).
     """
     import gymnasium as gym
 
+    if params.get("frame_stack"):
+        env = gym.wrappers.FrameStackObservation(env, params["frame_stack"], padding_type="zero")
     if params.get("env_wrapper") == "flatten":
         return gym.wrappers.FlattenObservation(env)
     if params.get("env_wrapper") == "atari":

@@ -78,6 +78,10 @@ SB3_DEFAULTS = dict(n_timesteps=100_000, policy="MlpPolicy", learning_rate=1e-4,
 #: The peer's settings sweep where rl-baselines3-zoo has no DQN recipe for an env (`--recipe-of`): the three
 #: distinct classic-control recipes (Acrobot's equals LunarLander's) and the library defaults, at most 4 settings.
 NO_RECIPE_SWEEP = ("CartPole-v1", "MountainCar-v0", "LunarLander-v3", "sb3-defaults")
+#: What a sitting can add to an env's own recipe (`--recipe-of`) where the recipe lacks what an SB3 user adds for
+#: such an env: the zoo's `frame_stack` (the last observations stacked, zero-padded after a reset) for a partially
+#: observed env, whose nearest recipe was made for an env that shows its whole state.
+RECIPE_VARIANTS = {"frame-stack-2": dict(frame_stack=2), "frame-stack-4": dict(frame_stack=4)}
 
 #: MaskablePPO's library defaults (every other argument left as sb3-contrib sets it); n_timesteps bounds a `learn`.
 MASKABLE_PPO = dict(n_timesteps=1_000_000, policy="MlpPolicy")
@@ -92,7 +96,8 @@ def recipe(env_id: str, scaled_timesteps: int | None = None, algo: str = "dqn", 
     """The side's settings: the env's zoo or `PUBLISHED` DQN recipe (or its discretised env's), or MaskablePPO's.
 
     `recipe_of` (one of NO_RECIPE_SWEEP) lends an env that has no recipe the settings of one that has, or SB3's
-    defaults. With `scaled_timesteps`, the DQN schedule is scaled to them (learning_starts at the same fraction).
+    defaults; one of RECIPE_VARIANTS adds its keys to the env's own recipe. With `scaled_timesteps`, the DQN
+    schedule is scaled to them (learning_starts at the same fraction).
     """
     if algo == "maskable-ppo":
         return dict(MASKABLE_PPO)
@@ -101,6 +106,11 @@ def recipe(env_id: str, scaled_timesteps: int | None = None, algo: str = "dqn", 
         from bench.action_kinds import UNDERLYING
 
         name = UNDERLYING.get(name, name)
+    variant = {}
+    if recipe_of in RECIPE_VARIANTS:
+        if not has_recipe(env_id):
+            raise SystemExit(f"sb3_snapshots: --recipe-of {recipe_of} changes an env's own recipe; {env_id} has none")
+        variant, recipe_of = RECIPE_VARIANTS[recipe_of], None
     if recipe_of is not None:
         if has_recipe(env_id) or recipe_of not in NO_RECIPE_SWEEP:
             raise SystemExit(f"sb3_snapshots: --recipe-of is for an env with no zoo recipe ({sorted(ZOO)} have one) "
@@ -114,6 +124,7 @@ def recipe(env_id: str, scaled_timesteps: int | None = None, algo: str = "dqn", 
                          f"{sorted(ZOO)}, {sorted(PUBLISHED)}); "
                          f"give --recipe-of with one of {NO_RECIPE_SWEEP} (the documented sweep)")
     params = dict(SB3_DEFAULTS if name == "sb3-defaults" else PUBLISHED[name] if name in PUBLISHED else ZOO[name])
+    params.update(variant)
     if scaled_timesteps:
         params["learning_starts"] = round(params["learning_starts"] * scaled_timesteps / params["n_timesteps"])
         params["n_timesteps"] = int(scaled_timesteps)
@@ -153,7 +164,8 @@ def main() -> None:
     parser.add_argument("--marks", type=float, nargs="+", required=True, help="seconds since launch")
     parser.add_argument("--snapshots", required=True)
     parser.add_argument("--scaled-timesteps", type=int, default=None)
-    parser.add_argument("--recipe-of", default=None, help=f"for an env with no recipe: one of {NO_RECIPE_SWEEP}")
+    parser.add_argument("--recipe-of", default=None, help=f"for an env with no recipe: one of {NO_RECIPE_SWEEP}; "
+                        f"for one with a recipe: one of {sorted(RECIPE_VARIANTS)}")
     args = parser.parse_args()
 
     import numpy as np

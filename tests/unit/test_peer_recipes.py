@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.peers.published import PUBLISHED, RECIPE_ONLY, sb3_arguments
+from bench.peers.published import PUBLISHED, RECIPE_ONLY, sb3_arguments, wrap_env
 from bench.peers.sb3_snapshots import NO_RECIPE_SWEEP, SB3_DEFAULTS, ZOO, has_recipe, recipe
 
 HELD_OUT = "gym_anytrading:stocks-v0"  # no rl-baselines3-zoo DQN entry
@@ -69,3 +69,34 @@ def test_a_recipe_reaches_sb3_without_its_own_keys():
     arguments = sb3_arguments(PUBLISHED["bench.peer_envs:MiniGrid/DoorKey-5x5-v0"])
     assert not set(RECIPE_ONLY) & set(arguments)
     assert arguments["policy"] == "MlpPolicy" and arguments["learning_rate"] == 6.3e-4
+
+
+POPGYM = "popgym:popgym-PositionOnlyCartPoleEasy-v0"  # a partially observed env with the nearest recipe, no memory
+
+
+def test_a_recipe_variant_adds_a_frame_stack_to_the_envs_own_recipe_and_only_there():
+    stacked = recipe(POPGYM, 40_000, recipe_of="frame-stack-2")
+    assert stacked == {**recipe(POPGYM, 40_000), "frame_stack": 2}
+    assert "frame_stack" not in sb3_arguments(stacked)  # the env's wrapper, not an argument of SB3's DQN
+    with pytest.raises(SystemExit, match="has none"):
+        recipe(HELD_OUT, recipe_of="frame-stack-2")
+
+
+def test_the_harness_takes_a_recipe_variant_only_for_envs_with_a_recipe():
+    from bench.fair_sides import peer_recipe_problem
+
+    assert peer_recipe_problem({POPGYM: ["ours", "sb3", "sb3-scaled"]}, "frame-stack-2") is None
+    assert "changes the recipe" in peer_recipe_problem({HELD_OUT: ["ours", "sb3"]}, "frame-stack-2")
+    assert "changes the recipe" in peer_recipe_problem({POPGYM: ["ours"]}, "frame-stack-4")
+
+
+def test_a_stacked_recipe_observes_the_last_observations_zero_padded_after_a_reset():
+    import gymnasium as gym
+    import numpy as np
+
+    env = wrap_env(gym.make("CartPole-v1"), {"frame_stack": 2})
+    first, _ = env.reset(seed=0)
+    assert first.shape == (2, 4) and not first[0].any() and first[1].any()
+    second, *_ = env.step(0)
+    np.testing.assert_array_equal(second[0], first[1])
+    env.close()
