@@ -33,6 +33,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
 from bench.common import cpu_name  # noqa: E402
+from bench.fair_tables import read_jsonl  # noqa: E402
 from bench.role_cpu import progress  # noqa: E402
 
 CHECKPOINTS_MIN = (30, 60, 90)
@@ -52,13 +53,9 @@ def commit() -> str:
     return result.stdout.strip() or "unknown"
 
 
-def read_jsonl(path: str) -> list[dict]:
+def read_evaluations(path: str) -> list[dict]:
     """The evaluation records of a JSON lines file (lines without `average_return` skipped)."""
-    if not os.path.exists(path):
-        return []
-    with open(path, encoding="utf-8") as handle:
-        rows = [json.loads(line) for line in handle if line.strip()]
-    return [r for r in rows if "average_return" in r]
+    return [r for r in read_jsonl(path) if "average_return" in r]
 
 
 def counted_return(record: dict) -> float:
@@ -96,7 +93,7 @@ def run_ours(seed: int, budget_s: float, preset: str, flags: list[str]) -> dict:
             marks.append((time.time(), progress(root)[1]))
         if run.poll() is None:
             run.kill()
-    records = read_jsonl(os.path.join(root, "evaluator", "evals.jsonl"))
+    records = read_evaluations(os.path.join(root, "evaluator", "evals.jsonl"))
     evaluations = [{"minutes": round((r["time"] - started) / 60, 2), "agent_steps": interpolated(marks, r["time"]),
                     "train_step": r["train_step"], "return": round(counted_return(r), 2)} for r in records]
     return {"side": "ours", "seed": seed, "preset": preset, "flags": flags, "commit": commit(), "root": root,
@@ -112,7 +109,7 @@ def run_sb3(seed: int, budget_s: float, python: str) -> dict:
     command = [python, os.path.join(REPO, "bench", "peers", "sb3_atari.py"), "--seed", str(seed), "--budget-s",
                str(budget_s), "--out", out]
     result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=budget_s + 900)
-    records = read_jsonl(out)
+    records = read_evaluations(out)
     evaluations = [{"minutes": round((r["time"] - started) / 60, 2), "agent_steps": r["env_steps"],
                     "train_step": r["train_step"], "return": round(counted_return(r), 2)} for r in records]
     row = {"side": "sb3", "seed": seed, "commit": commit(), "out": out, "exit_code": result.returncode,
