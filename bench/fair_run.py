@@ -42,11 +42,11 @@ its seed); `ours` as a small machine's user runs it; every side scored by Atari'
     python bench/fair_run.py --envs ALE/Breakout-v5 --budget-s 5400 --seeds 1 --sides ours --out DIR \
         -- --preset breakout-small     # then --sides sb3, then sb3-scaled, with --peer-python
 
-Where no DQN recipe is published for an env (the held-out families), the peer gets a sweep of at most 4
-settings instead (bench/peers/sb3_snapshots.py's NO_RECIPE_SWEEP): a sitting of `--sides sb3 sb3-scaled
---peer-recipe R` per setting R on seeds 1 and 2; the setting with the best median final score of either side is
-the peer's `--peer-recipe` in the env's headline sitting with ours. Each setting's sitting gets an --out of its own
-(the tables pool a directory's rows by side). A RECIPE_VARIANTS `--peer-recipe` changes an env's own recipe.
+Where no DQN recipe is published for an env (the held-out families), or only the nearest (published.py's NEAREST,
+which keep their observation handling), the peer gets a sweep of at most 4 settings (sb3_snapshots' NO_RECIPE_SWEEP):
+a sitting of `--sides sb3 sb3-scaled --peer-recipe R` per setting R on seeds 1 and 2, each with an --out of its own
+(the tables pool a directory's rows by side); the setting with the best median final score of either side is the
+peer's `--peer-recipe` in the env's headline sitting. A RECIPE_VARIANTS `--peer-recipe` changes an env's own recipe.
 
 Appends to <out>/runs.jsonl (one row per run, plus a `sitting` row) and <out>/scores.jsonl (one row per env, side,
 seed and mark: the per-episode returns); never rewrites. Tables: bench/fair_tables.py. Kept-policy rows missing from

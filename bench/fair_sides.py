@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import os
 
-from bench.peers.sb3_snapshots import NO_RECIPE_SWEEP, RECIPE_VARIANTS, has_recipe
+from bench.peers.sb3_snapshots import NO_RECIPE_SWEEP, RECIPE_VARIANTS, has_recipe, takes_sweep
 
 SIDES = ("ours", "ours-unmasked", "ours-plain", "ours-candidate", "sb3", "sb3-scaled", "maskable-ppo", "sb3-dqn-flat")
 #: What each auto setting that changes how the service learns picks where its rule does not fire (the plain
@@ -100,7 +100,8 @@ def side_order(sides: list[str], position: int) -> list[str]:
 def peer_recipe_problem(sides: dict[str, list[str]], peer_recipe: str | None) -> str | None:
     """Why a sitting's --peer-recipe does not fit its envs' sb3 sides.
 
-    A setting of the sweep is for envs with no published recipe, a variant of a recipe for envs with one.
+    A setting of the sweep is for envs with no published recipe of their own (none, or only the nearest), a variant
+    of a recipe for envs with one.
     """
     dqn_peers = [env_id for env_id, own in sides.items() if {"sb3", "sb3-scaled"} & set(own)]
     with_recipe = [env_id for env_id in dqn_peers if has_recipe(env_id)]
@@ -108,8 +109,8 @@ def peer_recipe_problem(sides: dict[str, list[str]], peer_recipe: str | None) ->
         if not dqn_peers or len(with_recipe) < len(dqn_peers):
             return f"--peer-recipe {peer_recipe} changes the recipe of an env that has one, for its sb3 sides"
         return None
-    if peer_recipe and (not dqn_peers or with_recipe):
-        return "--peer-recipe is for the sb3 sides on envs with no rl-baselines3-zoo or published recipe"
+    if peer_recipe and (not dqn_peers or not all(takes_sweep(env_id) for env_id in dqn_peers)):
+        return "--peer-recipe is for the sb3 sides on envs with no rl-baselines3-zoo or published recipe of their own"
     if not peer_recipe and len(with_recipe) < len(dqn_peers):
         return (f"an env without an rl-baselines3-zoo or published DQN recipe needs --peer-recipe (one of "
                 f"{NO_RECIPE_SWEEP})")

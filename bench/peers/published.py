@@ -76,6 +76,11 @@ PUBLISHED = {
     "bench.peer_envs:MiniGrid/LavaGapS5-v0": MINIGRID_RECIPE,
     "ALE/Breakout-v5": ZOO_ATARI,
 }
+#: The envs above whose recipe is only the nearest published one, made for another env: as for an env with no recipe,
+#: their peer may take a setting of the sweep instead (sb3_snapshots' NO_RECIPE_SWEEP).
+NEAREST = frozenset(env_id for env_id, params in PUBLISHED.items() if params in (ZOO_CARTPOLE, MINIGRID_RECIPE))
+#: A recipe's keys that say how its env is observed, not how DQN learns: a setting of the sweep keeps them.
+OBSERVATION_KEYS = ("env_wrapper", "normalize", "make_kwargs", "frame_stack")
 
 #: What is not one of SB3 DQN's own arguments.
 RECIPE_ONLY = ("source", "env_wrapper", "normalize", "n_timesteps", "make_kwargs", "torch_threads", "frame_stack")

@@ -44,7 +44,7 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, REPO)  # bench.peers.published, bench.action_kinds: run as a script under the peer virtualenv
 
-from bench.peers.published import PUBLISHED, sb3_arguments, wrap_env  # noqa: E402
+from bench.peers.published import NEAREST, OBSERVATION_KEYS, PUBLISHED, sb3_arguments, wrap_env  # noqa: E402
 
 #: rl-baselines3-zoo hyperparams/dqn.yml (DLR-RM/rl-baselines3-zoo at 22e3ff2, April 2026), its classic-control
 #: entries as published.
@@ -75,7 +75,7 @@ SB3_DEFAULTS = dict(n_timesteps=100_000, policy="MlpPolicy", learning_rate=1e-4,
                     learning_starts=100, batch_size=32, tau=1.0, gamma=0.99, train_freq=4, gradient_steps=1,
                     target_update_interval=10_000, exploration_fraction=0.1, exploration_initial_eps=1.0,
                     exploration_final_eps=0.05)
-#: The peer's settings sweep where rl-baselines3-zoo has no DQN recipe for an env (`--recipe-of`): the three
+#: The peer's settings sweep where no DQN recipe is published for an env, or only the nearest (`--recipe-of`): the three
 #: distinct classic-control recipes (Acrobot's equals LunarLander's) and the library defaults, at most 4 settings.
 NO_RECIPE_SWEEP = ("CartPole-v1", "MountainCar-v0", "LunarLander-v3", "sb3-defaults")
 #: What a sitting can add to an env's own recipe (`--recipe-of`) where the recipe lacks what an SB3 user adds for
@@ -92,12 +92,17 @@ def has_recipe(env_id: str) -> bool:
     return env_id.rpartition(":")[2] in ZOO or env_id in PUBLISHED
 
 
+def takes_sweep(env_id: str) -> bool:
+    """Whether the env's peer may take a setting of NO_RECIPE_SWEEP: no recipe, or only the nearest (`NEAREST`)."""
+    return not has_recipe(env_id) or env_id in NEAREST
+
+
 def recipe(env_id: str, scaled_timesteps: int | None = None, algo: str = "dqn", recipe_of: str | None = None) -> dict:
     """The side's settings: the env's zoo or `PUBLISHED` DQN recipe (or its discretised env's), or MaskablePPO's.
 
-    `recipe_of` (one of NO_RECIPE_SWEEP) lends an env that has no recipe the settings of one that has, or SB3's
-    defaults; one of RECIPE_VARIANTS adds its keys to the env's own recipe. With `scaled_timesteps`, the DQN
-    schedule is scaled to them (learning_starts at the same fraction).
+    `recipe_of` (one of NO_RECIPE_SWEEP) lends an env that has no recipe, or only the nearest, the settings of one
+    that has, or SB3's defaults; one of RECIPE_VARIANTS adds its keys to the env's own recipe. With
+    `scaled_timesteps`, the DQN schedule is scaled to them (learning_starts at the same fraction).
     """
     if algo == "maskable-ppo":
         return dict(MASKABLE_PPO)
@@ -111,11 +116,14 @@ def recipe(env_id: str, scaled_timesteps: int | None = None, algo: str = "dqn", 
         if not has_recipe(env_id):
             raise SystemExit(f"sb3_snapshots: --recipe-of {recipe_of} changes an env's own recipe; {env_id} has none")
         variant, recipe_of = RECIPE_VARIANTS[recipe_of], None
+    observed = {}
     if recipe_of is not None:
-        if has_recipe(env_id) or recipe_of not in NO_RECIPE_SWEEP:
+        if not takes_sweep(env_id) or recipe_of not in NO_RECIPE_SWEEP:
             raise SystemExit(f"sb3_snapshots: --recipe-of is for an env with no zoo recipe ({sorted(ZOO)} have one) "
-                             f"or published one ({sorted(PUBLISHED)}) and takes one of {NO_RECIPE_SWEEP}; got "
-                             f"{recipe_of} for {env_id}")
+                             f"or published one of its own ({sorted(set(PUBLISHED) - NEAREST)}) and takes one of "
+                             f"{NO_RECIPE_SWEEP}; got {recipe_of} for {env_id}")
+        # A nearest recipe's observation handling (MiniGrid's flattening and normalization) stays with its env.
+        observed = {key: PUBLISHED[env_id][key] for key in OBSERVATION_KEYS if key in PUBLISHED.get(env_id, {})}
         name = recipe_of
     elif env_id in PUBLISHED:
         name = env_id
@@ -124,7 +132,7 @@ def recipe(env_id: str, scaled_timesteps: int | None = None, algo: str = "dqn", 
                          f"{sorted(ZOO)}, {sorted(PUBLISHED)}); "
                          f"give --recipe-of with one of {NO_RECIPE_SWEEP} (the documented sweep)")
     params = dict(SB3_DEFAULTS if name == "sb3-defaults" else PUBLISHED[name] if name in PUBLISHED else ZOO[name])
-    params.update(variant)
+    params.update({**variant, **observed})
     if scaled_timesteps:
         params["learning_starts"] = round(params["learning_starts"] * scaled_timesteps / params["n_timesteps"])
         params["n_timesteps"] = int(scaled_timesteps)
@@ -164,8 +172,9 @@ def main() -> None:
     parser.add_argument("--marks", type=float, nargs="+", required=True, help="seconds since launch")
     parser.add_argument("--snapshots", required=True)
     parser.add_argument("--scaled-timesteps", type=int, default=None)
-    parser.add_argument("--recipe-of", default=None, help=f"for an env with no recipe: one of {NO_RECIPE_SWEEP}; "
-                        f"for one with a recipe: one of {sorted(RECIPE_VARIANTS)}")
+    parser.add_argument("--recipe-of", default=None,
+                        help=f"for an env with no recipe of its own: one of {NO_RECIPE_SWEEP}; for one with a "
+                             f"recipe: one of {sorted(RECIPE_VARIANTS)}")
     args = parser.parse_args()
 
     import numpy as np

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.peers.published import PUBLISHED, RECIPE_ONLY, sb3_arguments, wrap_env
+from bench.peers.published import NEAREST, PUBLISHED, RECIPE_ONLY, sb3_arguments, wrap_env
 from bench.peers.sb3_snapshots import NO_RECIPE_SWEEP, SB3_DEFAULTS, ZOO, has_recipe, recipe
 
 HELD_OUT = "gym_anytrading:stocks-v0"  # no rl-baselines3-zoo DQN entry
@@ -62,7 +62,7 @@ def test_a_family_from_pypi_gets_its_published_recipe_scaled_like_the_zoos():
     assert scaled["n_timesteps"] == 50_000 and scaled["learning_starts"] == 50  # 5,000 of 5M: the same fraction
     assert scaled["exploration_fraction"] == PUBLISHED[minatar]["exploration_fraction"]
     with pytest.raises(SystemExit, match="for an env with no zoo recipe"):
-        recipe(minigrid, recipe_of="sb3-defaults")  # it has a recipe of its own
+        recipe(minatar, recipe_of="sb3-defaults")  # its authors publish one
 
 
 def test_a_recipe_reaches_sb3_without_its_own_keys():
@@ -100,3 +100,16 @@ def test_a_stacked_recipe_observes_the_last_observations_zero_padded_after_a_res
     second, *_ = env.step(0)
     np.testing.assert_array_equal(second[0], first[1])
     env.close()
+
+
+def test_an_env_with_only_the_nearest_recipe_takes_the_sweep_and_keeps_how_it_is_observed():
+    from bench.fair_sides import peer_recipe_problem
+
+    flappy, minigrid = "bench.peer_envs:FlappyBird/Features-v0", "bench.peer_envs:MiniGrid/DoorKey-5x5-v0"
+    assert {flappy, minigrid, POPGYM} <= NEAREST and "bench.peer_envs:MinAtar/Breakout-v1" not in NEAREST
+    assert recipe(flappy, recipe_of="LunarLander-v3") == ZOO["LunarLander-v3"]
+    swept = recipe(minigrid, 20_000, recipe_of="sb3-defaults")
+    assert swept["env_wrapper"] == "flatten" and swept["normalize"] is True  # the zoo's MiniGrid handling stays
+    assert swept["learning_rate"] == SB3_DEFAULTS["learning_rate"] and swept["learning_starts"] == 20
+    assert peer_recipe_problem({flappy: ["sb3", "sb3-scaled"]}, "MountainCar-v0") is None
+    assert "published recipe" in peer_recipe_problem({"bench.peer_envs:MinAtar/Breakout-v1": ["sb3"]}, "sb3-defaults")
