@@ -2,13 +2,14 @@
 
 Where an env's authors publish DQN settings, those (MinAtar, highway-env); for Breakout rl-baselines3-zoo's Atari
 entry; where neither the authors nor the zoo publish any for DQN, the nearest published recipe, with why (popgym,
-Flappy Bird, MiniGrid: `NEAREST`, whose peer may take the sweep's settings instead). Beyond SB3's DQN arguments a recipe may hold `source` (where it comes from), `policy`
-"minatar" (MinAtar's own network), `make_kwargs` (gym.make's), `torch_threads` (None: torch's default, every core,
-as SB3 runs unless told otherwise; without the key 1, a thread as each of the service's roles has), `env_wrapper`
-"flatten" (a Dict observation as one vector) or "atari" (SB3's AtariWrapper and a 4-frame stack, as the zoo's
-`frame_stack: 4`) and `normalize` (the zoo's `normalize: true`: SB3's VecNormalize with its defaults, observations
-and rewards scaled by running statistics). `sb3_arguments` turns a recipe into DQN's arguments, `wrap_env` applies
-its wrapper, `normalized` its observation scaling at evaluation.
+Flappy Bird, MiniGrid: `NEAREST`, whose peer may take the sweep's settings instead). Beyond SB3's DQN arguments a
+recipe may hold `source` (where it comes from), `policy` "minatar" (MinAtar's own network), `make_kwargs`
+(gym.make's), `torch_threads` (None: torch's default, every core, as SB3 runs unless told otherwise; without the key
+1, a thread as each of the service's roles has), `env_wrapper` "flatten" (a Dict observation as one vector) or
+"atari" (SB3's AtariWrapper and a 4-frame stack, as the zoo's `frame_stack: 4`) and `normalize` (the zoo's
+`normalize: true`: SB3's VecNormalize with its defaults, observations and rewards scaled by running statistics).
+`sb3_arguments` turns a recipe into DQN's arguments, `wrap_env` applies its wrapper, `normalized` its observation
+scaling at evaluation.
 """
 
 from __future__ import annotations
