@@ -84,7 +84,7 @@ NEAREST = frozenset(env_id for env_id, params in PUBLISHED.items() if params in 
 OBSERVATION_KEYS = ("env_wrapper", "normalize", "make_kwargs", "frame_stack")
 
 #: What is not one of SB3 DQN's own arguments.
-RECIPE_ONLY = ("source", "env_wrapper", "normalize", "n_timesteps", "make_kwargs", "torch_threads", "frame_stack")
+RECIPE_ONLY = ("source", "n_timesteps", "torch_threads", *OBSERVATION_KEYS)
 #: Frames in the Atari recipe's stack (the zoo's `frame_stack`).
 ATARI_FRAME_STACK = 4
 #: VecNormalize's defaults (stable_baselines3 2.9.2): observations clipped to +-10 after scaling; epsilon in the root.
