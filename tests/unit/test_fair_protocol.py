@@ -99,3 +99,18 @@ def test_a_scaled_peer_without_sb3_anywhere_is_refused_before_any_row(tmp_path, 
                        "--peer-python", "python", "--out", str(tmp_path)])
     assert refused.value.code == 2
     assert "no finished sb3 run" in capsys.readouterr().err and not list(tmp_path.iterdir())
+
+
+def test_a_candidates_sitting_in_its_own_directory_is_compared_with_the_headlines_ours(tmp_path):
+    headline, candidate = tmp_path / "headline", tmp_path / "candidate"
+    for directory, side, sitting, base in ((headline, "ours", "s1", 1.0), (candidate, "ours-candidate", "s2", 5.0)):
+        directory.mkdir()
+        rows = [score_row(side, seed, mark, 1_000 * (mark + 1), base + seed) for seed in (1, 2) for mark in (0, 1)]
+        rows.append({**score_row("random", 0, 0, 0, 0.0, sitting), "side": "random"})
+        (directory / "scores.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    fair_tables.main([str(headline), "--beside", str(candidate), "--no-png"])
+    tables = (headline / "tables.md").read_text()
+    assert "--beside" in tables.splitlines()[2]
+    # ours (2.0, 3.0) against the candidate (6.0, 7.0): the candidate's sitting joined this directory's rows.
+    assert "| E | ours-candidate | final | 2/2 | 0.38 |" in tables, tables
+    assert not (candidate / "tables.md").exists()
