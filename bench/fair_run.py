@@ -45,8 +45,9 @@ its seed); `ours` as a small machine's user runs it; every side scored by Atari'
 Where no DQN recipe is published for an env (the held-out families), or only the nearest (published.py's NEAREST,
 which keep their observation handling), the peer gets a sweep of at most 4 settings (sb3_snapshots' NO_RECIPE_SWEEP):
 a sitting of `--sides sb3 sb3-scaled --peer-recipe R` per setting R on seeds 1 and 2, each with an --out of its own
-(the tables pool a directory's rows by side); the setting with the best median final score of either side is the
-peer's `--peer-recipe` in the env's headline sitting. A RECIPE_VARIANTS `--peer-recipe` changes an env's own recipe.
+(the tables pool a directory's rows by side); the setting with the best median final score of either side (read
+by bench/fair_sweep.py) is the peer's `--peer-recipe` in the env's headline sitting. A RECIPE_VARIANTS
+`--peer-recipe` changes an env's own recipe.
 
 Appends to <out>/runs.jsonl (one row per run, plus a `sitting` row) and <out>/scores.jsonl (one row per env, side,
 seed and mark: the per-episode returns); never rewrites. Tables: bench/fair_tables.py. Kept-policy rows missing from
