@@ -19,23 +19,21 @@ import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from bench.fair_tables import cell, collect  # noqa: E402
+from bench.fair_tables import cell, collect, finals_and_areas  # noqa: E402
 
 PEER_SIDES = ("sb3", "sb3-scaled")
 
 
 def setting_scores(directory: str, seeds: set[int]) -> dict:
     """{env: {side: (finals, areas)}} of the peer sides' complete runs on `seeds` in one results directory."""
-    scores = collect([directory])[0]
+    scores, _, _, _, mark_s, _ = collect([directory])
     out: dict = {}
     for env, sides in scores.items():
         for side in PEER_SIDES:
             curves = [curve for (_, seed), curve in sides.get(side, {}).items() if seed in seeds]
-            marks = sorted({m for curve in curves for m in curve})
-            complete = [curve for curve in curves if marks and all(m in curve for m in marks)]
-            if complete:
-                out.setdefault(env, {})[side] = ([curve[marks[-1]] for curve in complete],
-                                                 [statistics.fmean(curve[m] for m in marks) for curve in complete])
+            finals, areas = finals_and_areas(curves, sorted(mark_s[env]))
+            if finals:
+                out.setdefault(env, {})[side] = (finals, areas)
     return out
 
 
