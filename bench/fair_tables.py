@@ -228,6 +228,26 @@ def env_tables(env: str, scores, ends, random_score: float, runs: list[dict], ma
     return out, {"final": finals, "area": areas}
 
 
+def compare(ours: list[float], theirs: list[float], random_score: float) -> dict:
+    """Ours against a peer on one metric: a ratio of random-normalised seed means, or a difference of means.
+
+    The difference stands where a ratio says nothing (the peer not above random play in > 2.5 % of resamples).
+    `verdict` is "ahead", "level" or "behind" (ours against the peer), or None below 2 seeds a side.
+    """
+    point, low, high, bad = ratio_interval([v - random_score for v in ours], [v - random_score for v in theirs])
+    result = {"kind": "ratio", "point": point, "low": low, "high": high, "not_above_random": bad}
+    if min(len(ours), len(theirs)) < 2:
+        return {**result, "verdict": None}
+    if point is None or bad > 0.025:
+        point, low, high = difference_interval(ours, theirs)
+        result = {**result, "kind": "difference", "point": point, "low": low, "high": high}
+        reference = 0.0
+    else:
+        reference = 1.0
+    verdict = "level" if low <= reference <= high else "ahead" if low > reference else "behind"
+    return {**result, "verdict": verdict}
+
+
 def ratio_lines(env: str, results: dict, random_score: float) -> list[str]:
     """Rows of the ratio table: ours/peer on random-normalised final and area scores."""
     lines = []
@@ -236,32 +256,29 @@ def ratio_lines(env: str, results: dict, random_score: float) -> list[str]:
             ours, theirs = results[metric].get("ours"), results[metric].get(peer)
             if not ours or not theirs:
                 continue
-            point, low, high, bad = ratio_interval([v - random_score for v in ours],
-                                                   [v - random_score for v in theirs])
-            if min(len(ours), len(theirs)) < 2:
+            found = compare(ours, theirs, random_score)
+            point, low, high = found["point"], found["low"], found["high"]
+            words = {"ahead": "ours ahead", "level": "level", "behind": f"{peer} ahead"}
+            if found["verdict"] is None:
                 verdict = "too few seeds for an interval"
-            elif point is None or bad > 0.025:
-                # A ratio over a side at random play's level says nothing; the difference of the means still does.
-                diff, d_low, d_high = difference_interval(ours, theirs)
+            elif found["kind"] == "difference":
+                verdict = (f"ratio undefined ({peer} not above random play in {found['not_above_random']:.0%} of "
+                           f"resamples); difference ours - {peer} {fmt(point, 2)} [{fmt(low, 2)}, {fmt(high, 2)}]: "
+                           + words[found["verdict"]])
                 point, low, high = None, float("nan"), float("nan")  # the ratio's columns stay empty
-                verdict = (f"ratio undefined ({peer} not above random play in {bad:.0%} of resamples); difference "
-                           f"ours - {peer} {fmt(diff, 2)} [{fmt(d_low, 2)}, {fmt(d_high, 2)}]: "
-                           + ("level" if d_low <= 0 <= d_high else "ours ahead" if d_low > 0 else f"{peer} ahead"))
-            elif low <= 1 <= high:
-                verdict = "level"
             else:
-                verdict = "ours ahead" if low > 1 else f"{peer} ahead"
+                verdict = words[found["verdict"]]
             lines.append(f"| {env} | {peer} | {metric} | {len(ours)}/{len(theirs)} | {fmt(point, 2)} | "
                          f"[{fmt(low, 2)}, {fmt(high, 2)}] | {verdict} |")
     return lines
 
 
-def equal_steps_lines(env: str, rows: list[dict], random_score: float) -> list[str]:
+def equal_steps(env: str, rows: list[dict], random_score: float) -> list[dict]:
     """Ours against each peer at the peer's own env steps: what the two learn from the same experience.
 
     Per seed (matched by seed number, so the two may come from different sittings; a side's latest sitting of the
-    seed counts), the peer's score at its last mark beside ours' score at the same env steps, interpolated linearly
-    in env steps between ours' marks (random play at 0 steps); '-' where ours never got there.
+    seed counts), the peer's score at its last mark beside ours' score at the same env steps (`at`), interpolated
+    linearly in env steps between ours' marks (random play at 0 steps); None where ours never got there.
     """
     runs: dict = defaultdict(lambda: defaultdict(dict))  # side -> seed -> sitting -> [(env steps, score)] by mark
     for row in sorted((r for r in rows if r["env_id"] == env and "mark" in r and not r.get("run_end")
@@ -269,16 +286,22 @@ def equal_steps_lines(env: str, rows: list[dict], random_score: float) -> list[s
         score = float(np.mean(row["returns"])) if row["returns"] else random_score
         runs[row["side"]][row["seed"]].setdefault(row["sitting"], []).append((row["env_steps"], score))
     curves = {side: {seed: sittings[max(sittings)] for seed, sittings in seeds.items()} for side, seeds in runs.items()}
-    lines = []
+    pairs = []
     for peer in (side for side in SIDES if side not in OURS_FLAGS and side in curves):
         for seed in sorted(set(curves.get("ours", {})) & set(curves[peer])):
             steps, score = curves[peer][seed][-1]
             ours = curves["ours"][seed]
             xs, ys = [0] + [x for x, _ in ours], [random_score] + [y for _, y in ours]
             at = float(np.interp(steps, xs, ys)) if steps <= xs[-1] else None
-            lines.append(f"| {env} | {peer} | {seed} | {steps:,} | {score:.1f} | {fmt(at)} | {xs[-1]:,} | "
-                         f"{ys[-1]:.1f} |")
-    return lines
+            pairs.append({"peer": peer, "seed": seed, "steps": steps, "score": score, "at": at,
+                          "ours_steps": xs[-1], "ours_final": ys[-1]})
+    return pairs
+
+
+def equal_steps_lines(env: str, rows: list[dict], random_score: float) -> list[str]:
+    """The rows of the equal-env-steps table (`equal_steps`)."""
+    return [f"| {env} | {p['peer']} | {p['seed']} | {p['steps']:,} | {p['score']:.1f} | {fmt(p['at'])} | "
+            f"{p['ours_steps']:,} | {p['ours_final']:.1f} |" for p in equal_steps(env, rows, random_score)]
 
 
 def plot(env: str, scores, random_score: float, marks: dict, directory: str) -> str:
