@@ -14,8 +14,10 @@ replayed on the shared episodes (with its illegal actions per episode), and the 
 run's own end (with theirs). The ratio ours/peer, for every other side of the env (ours-unmasked included: what
 honouring the mask is worth), is taken on random-normalised scores (score - random play's), as the ratio of the seed
 means with a 95 % bootstrap interval (seeds of each side resampled apart); an interval that crosses 1 is reported as
-level. Each (sitting, seed) is one sample: a second sitting adds seeds, it never replaces the first. Last, per seed,
-ours' score at each peer's final env steps (what both learn from the same experience; `equal_steps_lines`): an
+level; where a ratio says nothing (ours not above random play on average, or the peer not in > 2.5 % of resamples)
+the difference of the means stands instead (`compare`). Each (sitting, seed) is one sample: a second sitting adds
+seeds, it never replaces the first. Last, per seed, ours' score at each peer's final env steps (what both learn from
+the same experience; `equal_steps`): an
 interpolation between ours' marks, whose env steps come from its actors' progress files (written every 5 s, so a
 mark's count can lag, in ours' favour).
 """
@@ -231,16 +233,18 @@ def env_tables(env: str, scores, ends, random_score: float, runs: list[dict], ma
 def compare(ours: list[float], theirs: list[float], random_score: float) -> dict:
     """Ours against a peer on one metric: a ratio of random-normalised seed means, or a difference of means.
 
-    The difference stands where a ratio says nothing (the peer not above random play in > 2.5 % of resamples).
+    The difference stands where a ratio says nothing: the peer not above random play in > 2.5 % of resamples, or
+    ours not above it on average (a ratio at or below 0).
     `verdict` is "ahead", "level" or "behind" (ours against the peer), or None below 2 seeds a side.
     """
     point, low, high, bad = ratio_interval([v - random_score for v in ours], [v - random_score for v in theirs])
     result = {"kind": "ratio", "point": point, "low": low, "high": high, "not_above_random": bad}
     if min(len(ours), len(theirs)) < 2:
         return {**result, "verdict": None}
-    if point is None or bad > 0.025:
+    if point is None or point <= 0 or bad > 0.025:
+        why = "peer" if point is None or bad > 0.025 else "ours"
         point, low, high = difference_interval(ours, theirs)
-        result = {**result, "kind": "difference", "point": point, "low": low, "high": high}
+        result = {**result, "kind": "difference", "point": point, "low": low, "high": high, "why": why}
         reference = 0.0
     else:
         reference = 1.0
@@ -262,9 +266,10 @@ def ratio_lines(env: str, results: dict, random_score: float) -> list[str]:
             if found["verdict"] is None:
                 verdict = "too few seeds for an interval"
             elif found["kind"] == "difference":
-                verdict = (f"ratio undefined ({peer} not above random play in {found['not_above_random']:.0%} of "
-                           f"resamples); difference ours - {peer} {fmt(point, 2)} [{fmt(low, 2)}, {fmt(high, 2)}]: "
-                           + words[found["verdict"]])
+                reason = (f"{peer} not above random play in {found['not_above_random']:.0%} of resamples"
+                          if found["why"] == "peer" else "ours not above random play on average")
+                verdict = (f"ratio undefined ({reason}); difference ours - {peer} {fmt(point, 2)} "
+                           f"[{fmt(low, 2)}, {fmt(high, 2)}]: " + words[found["verdict"]])
                 point, low, high = None, float("nan"), float("nan")  # the ratio's columns stay empty
             else:
                 verdict = words[found["verdict"]]

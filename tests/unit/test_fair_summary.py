@@ -33,4 +33,7 @@ def test_the_verdict_is_a_ratio_above_random_play_and_a_difference_where_a_ratio
     # The peer at random play's level: no ratio, the difference of the means decides.
     at_random = compare([0.5, 0.6, 0.4, 0.5, 0.5], [0.0, 0.0, 0.0, 0.0, 0.0], random_score=0.0)
     assert (at_random["kind"], at_random["verdict"]) == ("difference", "ahead"), at_random
+    # Ours below random play and the peer above it: a negative ratio reads as nothing; the difference does.
+    below = compare([-0.1, -0.1, -0.1, -0.1, -0.1], [0.4, 0.5, 0.3, 0.6, 0.5], random_score=0.0)
+    assert (below["kind"], below["why"], below["verdict"]) == ("difference", "ours", "behind"), below
     assert compare([1.0], [0.5], random_score=0.0)["verdict"] is None
