@@ -59,7 +59,7 @@ HEADLINES = (
     Headline("2026-11-30-fair-highway", "highway_env:highway-fast-v0", "designed on", "the auto replay ratio"),
     Headline("2026-11-30-fair-popgym-sb3-stacked", "popgym:popgym-PositionOnlyCartPoleEasy-v0", "designed on",
              "the auto observation history"),
-    Headline("2026-11-30-fair-minigrid", "bench.peer_envs:MiniGrid/DoorKey-5x5-v0", "designed on",
+    Headline("2026-11-30-fair-minigrid-defaults", "bench.peer_envs:MiniGrid/DoorKey-5x5-v0", "designed on",
              "the auto image codes"),
 )
 
