@@ -25,7 +25,10 @@ def test_a_side_at_random_plays_level_is_judged_by_the_difference_of_means():
     # Random play scores 1; the peer ends at or below it in every seed, so a ratio over it says nothing.
     ahead = verdict([4, 5, 6, 5, 4], [1, 0.5, 1, 1, 0.8], random_score=1)
     assert ahead.startswith("ratio undefined (sb3 not above random play") and ahead.endswith(": ours ahead"), ahead
-    assert verdict([1, 1, 0.9, 1, 1], [3, 4, 5, 3, 4], random_score=1) == "sb3 ahead"  # a ratio over the peer is fine
+    # Ours below random play on average: a ratio would be negative, so the difference says it.
+    below = verdict([1, 1, 0.9, 1, 1], [3, 4, 5, 3, 4], random_score=1)
+    assert below.startswith("ratio undefined (ours not above random play on average)"), below
+    assert below.endswith(": sb3 ahead"), below
     assert row([4, 5, 6, 5, 4], [1, 0.5, 1, 1, 0.8], random_score=1)[4:6] == ["-", "[-, -]"]  # no ratio shown
     # The peer clearly ahead while ours stays at random play's level: the difference says so.
     assert verdict([1, 1.2, 1, 1.1, 1], [1] * 5, random_score=1).endswith(": level")
