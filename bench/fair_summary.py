@@ -140,9 +140,9 @@ def page() -> str:
              "Final: the score at the last mark, median over seeds [95 % bootstrap interval]; kept: the policy the "
              "service hands over, on the same episodes. Ours vs peer: the ratio of random-normalised seed means with "
              "a 95 % bootstrap interval, *level* where it crosses 1, or the difference of the means where a ratio "
-             "says nothing (a side not above random play). Env steps: ours' median by the last mark over the peer's (a "
-             "service run that solved early stopped stepping there). Below at equal "
-             "steps: seeds where ours, at the peer's own env steps, scores below the peer's final.", "",
+             "says nothing (a side not above random play). Env steps: ours' median by the last mark over the peer's "
+             "(a service run that solved early stopped stepping there). Below at equal steps: seeds where ours, at "
+             "the peer's own env steps, scores below the peer's final.", "",
              "| env | stands | budget | seeds ours/peer | random play | ours: final | ours: kept | peer | peer: final "
              "| final: ours vs peer | area: ours vs peer | env steps | below at equal steps | sitting |",
              "|---" * 14 + "|"]

@@ -17,9 +17,8 @@ means with a 95 % bootstrap interval (seeds of each side resampled apart); an in
 level; where a ratio says nothing (ours not above random play on average, or the peer not in > 2.5 % of resamples)
 the difference of the means stands instead (`compare`). Each (sitting, seed) is one sample: a second sitting adds
 seeds, it never replaces the first. Last, per seed, ours' score at each peer's final env steps (what both learn from
-the same experience; `equal_steps`): an
-interpolation between ours' marks, whose env steps come from its actors' progress files (written every 5 s, so a
-mark's count can lag, in ours' favour).
+the same experience; `equal_steps`): an interpolation between ours' marks, whose env steps come from its actors'
+progress files (written every 5 s, so a mark's count can lag, in ours' favour).
 """
 
 from __future__ import annotations
