@@ -61,6 +61,8 @@ HEADLINES = (
              "the auto observation history"),
     Headline("2026-11-30-fair-minigrid-defaults", "bench.peer_envs:MiniGrid/DoorKey-5x5-v0", "designed on",
              "the auto image codes"),
+    Headline("2026-11-30-fair-catch", "bench.held_out_envs:bsuite-catch-v0", "held out",
+             "no rule or default designed here"),
 )
 
 
