@@ -63,6 +63,8 @@ HEADLINES = (
              "the auto image codes"),
     Headline("2026-11-30-fair-catch", "bench.held_out_envs:bsuite-catch-v0", "held out",
              "no rule or default designed here"),
+    Headline("2026-11-30-fair-deep-sea-treasure", "bench.held_out_envs:mo-deep-sea-treasure-v0", "held out",
+             "no rule or default designed here"),
 )
 
 
