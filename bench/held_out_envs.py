@@ -7,6 +7,9 @@ its env is made, so the peer's virtualenv can import this module too):
   `umbrella_length`, `discounting_chain`, `memory_len`): bsuite's `dm_env` played through `DmEnvAsGymnasium`. A
   `reset(seed=s)` rebuilds the env with `seed=s` where its loader takes one; settings that define the experiment
   itself (deep_sea's and discounting_chain's `mapping_seed`) stay those of `<experiment>/0`.
+- `bsuite-<experiment>-10-v0` for `<experiment>/10`, the middle rung of the four experiments whose settings form a
+  difficulty ladder (`deep_sea` size 30, `cartpole_swingup` height 0.5, `umbrella_length` chain 12, `memory_len`
+  length 12): the harder held-out envs of bench/held_out.md, named before any run on them.
 - `mo-<id>` for MO-Gymnasium 1.3.2's `deep-sea-treasure-v0`, `four-room-v0`, `resource-gathering-v0` and
   `fruit-tree-v0`: the vector reward summed with equal weights (`SummedReward`), the env's own episode limit kept.
 - gym-anytrading 2.0.0 needs no adapter: its ids are `gym_anytrading:stocks-v0` and `gym_anytrading:forex-v0`.
@@ -24,6 +27,10 @@ import numpy as np
 BSUITE_EXPERIMENTS = ("catch", "deep_sea", "cartpole_swingup", "umbrella_length", "discounting_chain", "memory_len")
 MO_ENVS = ("deep-sea-treasure-v0", "four-room-v0", "resource-gathering-v0", "fruit-tree-v0")
 ANYTRADING_IDS = ("gym_anytrading:stocks-v0", "gym_anytrading:forex-v0")
+# bsuite's difficulty ladders (deep_sea/0-20, cartpole_swingup/0-19, umbrella_length/0-22, memory_len/0-22): rung 10,
+# about the middle of each, is fixed by that rule alone so that no score can have chosen it.
+BSUITE_LADDERS = ("deep_sea", "cartpole_swingup", "umbrella_length", "memory_len")
+HARDER_RUNG = 10
 
 
 def held_out_ids() -> dict[str, list[str]]:
@@ -31,7 +38,8 @@ def held_out_ids() -> dict[str, list[str]]:
     here = "bench.held_out_envs"
     return {"bsuite": [f"{here}:bsuite-{name}-v0" for name in BSUITE_EXPERIMENTS],
             "mo-gymnasium": [f"{here}:mo-{name}" for name in MO_ENVS],
-            "gym-anytrading": list(ANYTRADING_IDS)}
+            "gym-anytrading": list(ANYTRADING_IDS),
+            "bsuite, harder rungs": [f"{here}:bsuite-{name}-{HARDER_RUNG}-v0" for name in BSUITE_LADDERS]}
 
 
 def _box(spec) -> gym.spaces.Box:
@@ -49,11 +57,11 @@ class DmEnvAsGymnasium(gym.Env):
 
     metadata = {"render_modes": []}
 
-    def __init__(self, experiment: str):
+    def __init__(self, experiment: str, rung: int = 0):
         from bsuite import sweep
 
         self._experiment = experiment
-        self._settings = dict(sweep.SETTINGS[f"{experiment}/0"])
+        self._settings = dict(sweep.SETTINGS[f"{experiment}/{rung}"])
         self._env = self._load(None)
         self.observation_space = _box(self._env.observation_spec())
         self.action_space = gym.spaces.Discrete(int(self._env.action_spec().num_values))
@@ -99,6 +107,10 @@ def _make_mo(env_id: str, **kwargs) -> gym.Env:
 for _experiment in BSUITE_EXPERIMENTS:
     if f"bsuite-{_experiment}-v0" not in gym.registry:
         gym.register(f"bsuite-{_experiment}-v0", entry_point=DmEnvAsGymnasium, kwargs={"experiment": _experiment})
+for _experiment in BSUITE_LADDERS:
+    if f"bsuite-{_experiment}-{HARDER_RUNG}-v0" not in gym.registry:
+        gym.register(f"bsuite-{_experiment}-{HARDER_RUNG}-v0", entry_point=DmEnvAsGymnasium,
+                     kwargs={"experiment": _experiment, "rung": HARDER_RUNG})
 for _mo_id in MO_ENVS:
     if f"mo-{_mo_id}" not in gym.registry:
         # mo_gymnasium.make applies the env's own TimeLimit; registering it again here would wrap it twice.
