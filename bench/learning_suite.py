@@ -11,6 +11,9 @@ and evaluation episodes for every side); this suite reports the service alone an
 
     python bench/learning_suite.py --envs Acrobot-v1 LunarLander-v3 CartPole-v1 --seeds 1 2 3 4 5 --budget-s 240
 
+`--table-from A.json B.json …` prints docs/performance.md's learning-suite table from files this script wrote, and runs
+nothing.
+
 `--variants` compares flag sets on the same envs and seeds, e.g. a recurrent Q-network against the default on a
 partially observed env (`--variants "" "--lstm-size 32"`); the summary then gives each variant's median best return
 at the budget and its ratio to the first variant's.
@@ -143,6 +146,40 @@ def print_table(rows: list[dict], checkpoints: tuple[int, ...], budget_s: float)
                   f"new episodes: {holds}/{len(runs)}")
 
 
+def resets_cell(runs: list[dict]) -> str:
+    """'none', or which seeds were given a fresh start and how often: 'seeds 3, 4 once'."""
+    counts = {r["seed"]: len(r["resets_at"]) for r in runs if r.get("resets_at")}
+    if not counts:
+        return "none"
+    by_count: dict[int, list[str]] = {}
+    for seed, count in counts.items():
+        by_count.setdefault(count, []).append(str(seed))
+    words = {1: "once", 2: "twice"}
+    return "; ".join(f"seed{'s' if len(seeds) > 1 else ''} {', '.join(seeds)} {words.get(count, f'{count} times')}"
+                     for count, seeds in sorted(by_count.items()))
+
+
+def suite_table(documents: list[dict]) -> str:
+    """docs/performance.md's learning-suite table, one row per env and variant of each document this script wrote.
+
+    The median time counts an unsolved run as slower than any solved one, so it reads '> budget' when most failed.
+    """
+    lines = ["| env, budget | solved | times to threshold | median | reset | hold |", "|---|---|---|---|---|---|"]
+    for document in documents:
+        budget, rows = document["budget_s"], document["rows"]
+        for env_id in dict.fromkeys(r["env_id"] for r in rows):
+            for flags in dict.fromkeys(r["flags"] for r in rows if r["env_id"] == env_id):
+                runs = [r for r in rows if r["env_id"] == env_id and r["flags"] == flags]
+                times = ", ".join(f"{r['time_to_threshold_s']:.1f}" if r["solved"] else "—" for r in runs)
+                median = statistics.median(r["time_to_threshold_s"] if r["solved"] else float("inf") for r in runs)
+                median_cell = f"{median:.1f} s" if median != float("inf") else f"> {budget:.0f} s"
+                label = f"{env_id}{f' `{flags}`' if flags else ''}, {budget:.0f} s"
+                lines.append(f"| {label} | {sum(bool(r['solved']) for r in runs)}/{len(runs)} | {times} s | "
+                             f"{median_cell} | {resets_cell(runs)} | {sum(bool(r['check_holds']) for r in runs)}"
+                             f"/{len(runs)} |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     """Runs every env x seed one after another, prints the table and writes the JSON."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -154,7 +191,16 @@ def main() -> None:
     parser.add_argument("--json", default="runs/learning_suite.json", help="where to write all rows")
     parser.add_argument("--png-dir", default=None, help="write one learning-curve PNG per env here (e.g. "
                                                         "docs/learning-curves)")
+    parser.add_argument("--table-from", nargs="+", default=None,
+                        help="print performance.md's table from these JSON files and run nothing")
     args = parser.parse_args()
+    if args.table_from:
+        documents = []
+        for path in args.table_from:
+            with open(path, encoding="utf-8") as handle:
+                documents.append(json.load(handle))
+        print(suite_table(documents))
+        return
     checkpoints = tuple(sorted({s for s in CHECKPOINTS_S if s <= args.budget_s} | {int(args.budget_s)}))
     print(f"machine: {os.cpu_count()} cores; budget {args.budget_s:.0f} s per run; envs {args.envs}; "
           f"seeds {args.seeds}; variants {args.variants}", flush=True)

@@ -2,7 +2,7 @@
 
 import json
 
-from bench.learning_suite import best_by, reward_threshold
+from bench.learning_suite import best_by, reward_threshold, suite_table
 
 
 def test_best_by_counts_trained_weights_within_each_checkpoint(tmp_path):
@@ -30,3 +30,21 @@ def test_thresholds_are_the_envs_own():
 
 def test_a_users_module_env_id_is_imported_for_its_threshold():
     assert reward_threshold("bench.pomdp_envs:CartPoleNoVelocity-v0") == 475.0
+
+
+def suite_row(seed, seconds, holds, resets=()):
+    return {"env_id": "MountainCar-v0", "flags": "", "seed": seed, "solved": seconds is not None,
+            "time_to_threshold_s": seconds, "check_holds": holds, "resets_at": list(resets)}
+
+
+def test_suite_table_counts_unsolved_runs_as_slowest_and_names_fresh_starts():
+    rows = [suite_row(1, 40.9, True), suite_row(2, None, False), suite_row(3, 116.8, True, [20900]),
+            suite_row(4, 127.2, False, [22300]), suite_row(5, 31.6, True, [100, 200])]
+    assert suite_table([{"budget_s": 240.0, "rows": rows}]).splitlines()[2] == (
+        "| MountainCar-v0, 240 s | 4/5 | 40.9, —, 116.8, 127.2, 31.6 s | 116.8 s | seeds 3, 4 once; seed 5 twice "
+        "| 3/5 |")
+
+
+def test_suite_table_median_beyond_the_budget_when_most_runs_fail():
+    rows = [suite_row(1, 50.0, True), suite_row(2, None, False), suite_row(3, None, False)]
+    assert "| 1/3 | 50.0, —, — s | > 180 s | none | 1/3 |" in suite_table([{"budget_s": 180.0, "rows": rows}])
