@@ -115,6 +115,13 @@ def fmt(value) -> str:
     return f"{value:.1f}" if isinstance(value, float) else str(value)
 
 
+def variant_groups(rows: list[dict]):
+    """(env id, flags, the variant's place among its env's variants, its runs), in the order they first appear."""
+    for env_id in dict.fromkeys(r["env_id"] for r in rows):
+        for index, flags in enumerate(dict.fromkeys(r["flags"] for r in rows if r["env_id"] == env_id)):
+            yield env_id, flags, index, [r for r in rows if r["env_id"] == env_id and r["flags"] == flags]
+
+
 def print_table(rows: list[dict], checkpoints: tuple[int, ...], budget_s: float) -> None:
     """Markdown table of all runs, then one summary per env and variant.
 
@@ -128,22 +135,20 @@ def print_table(rows: list[dict], checkpoints: tuple[int, ...], budget_s: float)
     for row in rows:
         print("| " + " | ".join(fmt(row.get(c)) for c in columns) + " |")
     last = f"best_by_{checkpoints[-1]}s"
-    for env_id in dict.fromkeys(r["env_id"] for r in rows):
-        baseline = None
-        for index, flags in enumerate(dict.fromkeys(r["flags"] for r in rows if r["env_id"] == env_id)):
-            runs = [r for r in rows if r["env_id"] == env_id and r["flags"] == flags]
-            times = [r["time_to_threshold_s"] if r["solved"] else budget_s for r in runs]
-            holds = sum(bool(r["check_holds"]) for r in runs)
-            bests = [r[last] for r in runs if r.get(last) is not None]
-            median_best = statistics.median(bests) if bests else None
-            if index == 0:
-                baseline = median_best
-            ratio = (f", {median_best / baseline:.2f}x the first variant's"
-                     if index and median_best is not None and baseline else "")
-            print(f"{env_id} [{flags or 'defaults'}]: solved {sum(r['solved'] for r in runs)}/{len(runs)} within "
-                  f"{budget_s:.0f} s, median {statistics.median(times):.1f} s (unsolved counted as {budget_s:.0f} s);"
-                  f" median best return by {checkpoints[-1]} s: {fmt(median_best)}{ratio}; best policy holds on 50 "
-                  f"new episodes: {holds}/{len(runs)}")
+    baseline = None
+    for env_id, flags, index, runs in variant_groups(rows):
+        times = [r["time_to_threshold_s"] if r["solved"] else budget_s for r in runs]
+        holds = sum(bool(r["check_holds"]) for r in runs)
+        bests = [r[last] for r in runs if r.get(last) is not None]
+        median_best = statistics.median(bests) if bests else None
+        if index == 0:
+            baseline = median_best
+        ratio = (f", {median_best / baseline:.2f}x the first variant's"
+                 if index and median_best is not None and baseline else "")
+        print(f"{env_id} [{flags or 'defaults'}]: solved {sum(r['solved'] for r in runs)}/{len(runs)} within "
+              f"{budget_s:.0f} s, median {statistics.median(times):.1f} s (unsolved counted as {budget_s:.0f} s);"
+              f" median best return by {checkpoints[-1]} s: {fmt(median_best)}{ratio}; best policy holds on 50 "
+              f"new episodes: {holds}/{len(runs)}")
 
 
 def resets_cell(runs: list[dict]) -> str:
@@ -166,17 +171,15 @@ def suite_table(documents: list[dict]) -> str:
     """
     lines = ["| env, budget | solved | times to threshold | median | reset | hold |", "|---|---|---|---|---|---|"]
     for document in documents:
-        budget, rows = document["budget_s"], document["rows"]
-        for env_id in dict.fromkeys(r["env_id"] for r in rows):
-            for flags in dict.fromkeys(r["flags"] for r in rows if r["env_id"] == env_id):
-                runs = [r for r in rows if r["env_id"] == env_id and r["flags"] == flags]
-                times = ", ".join(f"{r['time_to_threshold_s']:.1f}" if r["solved"] else "—" for r in runs)
-                median = statistics.median(r["time_to_threshold_s"] if r["solved"] else float("inf") for r in runs)
-                median_cell = f"{median:.1f} s" if median != float("inf") else f"> {budget:.0f} s"
-                label = f"{env_id}{f' `{flags}`' if flags else ''}, {budget:.0f} s"
-                lines.append(f"| {label} | {sum(bool(r['solved']) for r in runs)}/{len(runs)} | {times} s | "
-                             f"{median_cell} | {resets_cell(runs)} | {sum(bool(r['check_holds']) for r in runs)}"
-                             f"/{len(runs)} |")
+        budget = document["budget_s"]
+        for env_id, flags, _, runs in variant_groups(document["rows"]):
+            times = ", ".join(f"{r['time_to_threshold_s']:.1f}" if r["solved"] else "—" for r in runs)
+            median = statistics.median(r["time_to_threshold_s"] if r["solved"] else float("inf") for r in runs)
+            median_cell = f"{median:.1f} s" if median != float("inf") else f"> {budget:.0f} s"
+            label = f"{env_id}{f' `{flags}`' if flags else ''}, {budget:.0f} s"
+            lines.append(f"| {label} | {sum(bool(r['solved']) for r in runs)}/{len(runs)} | {times} s | "
+                         f"{median_cell} | {resets_cell(runs)} | {sum(bool(r['check_holds']) for r in runs)}"
+                         f"/{len(runs)} |")
     return "\n".join(lines)
 
 
