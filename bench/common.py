@@ -116,9 +116,22 @@ def cpu_name() -> str:
     return f"{models[0] if models else 'unknown CPU'}, {os.cpu_count()} cores"
 
 
+def boot_id() -> str | None:
+    """The kernel's id of this boot, or None where the kernel has none.
+
+    Rows of one box and boot share it, so runs of a pair spread over days can show they ran on one machine (a reboot
+    or another VM changes it).
+    """
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="utf-8") as handle:
+            return handle.read().strip()
+    except OSError:
+        return None
+
+
 def machine() -> dict:
-    """What measured a row: core count, CPU model, load average now."""
-    return {"nproc": os.cpu_count(), "cpu": cpu_name(), "loadavg": os.getloadavg()}
+    """What measured a row: core count, CPU model, load average now, the kernel's boot id."""
+    return {"nproc": os.cpu_count(), "cpu": cpu_name(), "loadavg": os.getloadavg(), "boot_id": boot_id()}
 
 
 def git_commit() -> str:

@@ -345,8 +345,9 @@ def machine_lines(directories: list[str], runs: list[dict]) -> list[str]:
     for sitting in sittings:
         own = [r for r in runs if r["sitting"] == sitting["sitting"]]
         loads = [r["machine"]["loadavg"][0] for r in own]
+        boot = f", boot {sitting['machine']['boot_id'][:8]}" if sitting["machine"].get("boot_id") else ""
         lines.append(f"- {sitting['sitting']}: commit {sitting['commit']}, {sitting['machine']['cpu']} "
-                     f"(nproc {sitting['machine']['nproc']}), {len(own)} runs, 1-min load average at run starts "
+                     f"(nproc {sitting['machine']['nproc']}{boot}), {len(own)} runs, 1-min load average at run starts "
                      f"{fmt(min(loads, default=None))}-{fmt(max(loads, default=None))}; `{' '.join(sitting['argv'])}`")
     return lines
 

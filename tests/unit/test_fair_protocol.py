@@ -114,3 +114,18 @@ def test_a_candidates_sitting_in_its_own_directory_is_compared_with_the_headline
     # ours (2.0, 3.0) against the candidate (6.0, 7.0): the candidate's sitting joined this directory's rows.
     assert "| E | ours-candidate | final | 2/2 | 0.38 |" in tables, tables
     assert not (candidate / "tables.md").exists()
+
+
+def test_a_sittings_line_names_the_boot_it_ran_in_so_runs_on_different_days_can_show_one_box(tmp_path):
+    from bench.common import machine
+
+    here = machine()
+    with open("/proc/sys/kernel/random/boot_id", encoding="utf-8") as handle:
+        assert here["boot_id"] == handle.read().strip()
+    sitting = {"kind": "sitting", "sitting": "s1", "commit": "abc", "machine": here, "argv": ["fair_run.py"]}
+    (tmp_path / "runs.jsonl").write_text(json.dumps(sitting) + "\n")
+    line, = [line for line in fair_tables.machine_lines([str(tmp_path)], []) if line.startswith("- s1")]
+    assert f"boot {here['boot_id'][:8]}" in line
+    older = dict(sitting, machine={k: v for k, v in here.items() if k != "boot_id"})
+    (tmp_path / "runs.jsonl").write_text(json.dumps(older) + "\n")
+    assert "boot" not in fair_tables.machine_lines([str(tmp_path)], [])[2]
