@@ -65,6 +65,7 @@ HEADLINES = (
              "no rule or default designed here"),
     Headline("2026-11-30-fair-deep-sea-treasure", "bench.held_out_envs:mo-deep-sea-treasure-v0", "held out",
              "no rule or default designed here"),
+    Headline("2026-12-01-fair-stocks", "gym_anytrading:stocks-v0", "held out", "no rule or default designed here"),
 )
 
 
