@@ -193,7 +193,7 @@ def main() -> None:
                         help="flag sets to compare, each one quoted string ('' = the defaults)")
     parser.add_argument("--json", default="runs/learning_suite.json", help="where to write all rows")
     parser.add_argument("--png-dir", default=None, help="write one learning-curve PNG per env here (e.g. "
-                                                        "docs/learning-curves)")
+                                                        "bench/results/DATE-learning-suite)")
     parser.add_argument("--table-from", nargs="+", default=None,
                         help="print performance.md's table from these JSON files and run nothing")
     args = parser.parse_args()
