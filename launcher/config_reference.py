@@ -18,7 +18,7 @@ COMMAND = "dqn-service config --markdown > docs/configuration.md"
 
 HEADER = f"""# Configuration reference
 
-Generated from `dqn/settings/config.py` by `{COMMAND}`; do not edit it by hand.
+Generated from `dqn/settings/common.py` and `dqn/settings/config.py` by `{COMMAND}`; do not edit it by hand.
 
 Every setting is a flag (`--env-id`), an environment variable (`DQN_ENV_ID`) and a key of a `--config` JSON
 file (`env_id`). Precedence, lowest first: the defaults below, `--preset`, the `--config` file, `DQN_*`
